@@ -1,1 +1,141 @@
-//! junction-telemetry
+//! Metric families and log setup. One `prometheus::Registry` is made in `main` and
+//! passed down; every subsystem registers its families here, so names and label
+//! sets are decided in one file. Labels are bounded: config names, methods and
+//! outcomes only; never ids, arguments or error text.
+
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
+
+/// The gateway's metric families (DESIGN §7). Cloning is cheap (Arc inside).
+#[derive(Clone)]
+pub struct Metrics {
+    pub requests_total: IntCounterVec,
+    pub request_duration_seconds: HistogramVec,
+    pub tool_calls_total: IntCounterVec,
+    pub upstream_requests_total: IntCounterVec,
+    pub upstream_up: IntGaugeVec,
+    pub upstream_tools: IntGaugeVec,
+    pub tools_dropped_total: IntCounterVec,
+    pub catalog_lookups_total: IntCounterVec,
+}
+
+impl Metrics {
+    pub fn new(registry: &Registry) -> Result<Metrics, prometheus::Error> {
+        let m = Metrics {
+            requests_total: IntCounterVec::new(
+                Opts::new(
+                    "junction_requests_total",
+                    "MCP requests received, by route, method and outcome",
+                ),
+                &["route", "method", "outcome"],
+            )?,
+            request_duration_seconds: HistogramVec::new(
+                HistogramOpts::new("junction_request_duration_seconds", "MCP request duration")
+                    .buckets(vec![
+                        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+                        10.0,
+                    ]),
+                &["route", "method"],
+            )?,
+            tool_calls_total: IntCounterVec::new(
+                Opts::new(
+                    "junction_tool_calls_total",
+                    "tools/call requests, by upstream, tool and outcome",
+                ),
+                &["upstream", "tool", "outcome"],
+            )?,
+            upstream_requests_total: IntCounterVec::new(
+                Opts::new(
+                    "junction_upstream_requests_total",
+                    "Requests sent to upstreams",
+                ),
+                &["upstream", "method", "outcome"],
+            )?,
+            upstream_up: IntGaugeVec::new(
+                Opts::new(
+                    "junction_upstream_up",
+                    "1 when the upstream answered its last request",
+                ),
+                &["upstream"],
+            )?,
+            upstream_tools: IntGaugeVec::new(
+                Opts::new(
+                    "junction_upstream_tools",
+                    "Tools the upstream contributes to the catalog",
+                ),
+                &["upstream"],
+            )?,
+            tools_dropped_total: IntCounterVec::new(
+                Opts::new(
+                    "junction_tools_dropped_total",
+                    "Upstream tools left out of the catalog",
+                ),
+                &["upstream", "reason"],
+            )?,
+            catalog_lookups_total: IntCounterVec::new(
+                Opts::new("junction_catalog_lookups_total", "Catalog reads, by result"),
+                &["result"],
+            )?,
+        };
+        registry.register(Box::new(m.requests_total.clone()))?;
+        registry.register(Box::new(m.request_duration_seconds.clone()))?;
+        registry.register(Box::new(m.tool_calls_total.clone()))?;
+        registry.register(Box::new(m.upstream_requests_total.clone()))?;
+        registry.register(Box::new(m.upstream_up.clone()))?;
+        registry.register(Box::new(m.upstream_tools.clone()))?;
+        registry.register(Box::new(m.tools_dropped_total.clone()))?;
+        registry.register(Box::new(m.catalog_lookups_total.clone()))?;
+        Ok(m)
+    }
+}
+
+/// Renders the registry in the Prometheus text format.
+pub fn render(registry: &Registry) -> Vec<u8> {
+    use prometheus::Encoder;
+    let mut buf = Vec::new();
+    // Encoding into a Vec cannot fail for the text encoder.
+    let _ = prometheus::TextEncoder::new().encode(&registry.gather(), &mut buf);
+    buf
+}
+
+/// Log format chosen in config.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Installs the global tracing subscriber writing to stderr. `filter` is an
+/// env-filter directive such as `info` or `junction=debug`; `RUST_LOG` wins when set.
+pub fn init_logging(format: LogFormat, filter: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(filter));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_render_with_their_names() {
+        let r = Registry::new();
+        let m = Metrics::new(&r).unwrap();
+        m.requests_total
+            .with_label_values(&["/mcp", "tools/list", "ok"])
+            .inc();
+        let text = String::from_utf8(render(&r)).unwrap();
+        assert!(text.contains(
+            "junction_requests_total{method=\"tools/list\",outcome=\"ok\",route=\"/mcp\"} 1"
+        ));
+        assert!(
+            Metrics::new(&r).is_err(),
+            "registering twice in one registry must fail"
+        );
+    }
+}

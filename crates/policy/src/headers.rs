@@ -1,0 +1,170 @@
+use http::HeaderMap;
+
+/// Why a request was refused at the edge, before its body was read.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EdgeError {
+    #[error("too many request headers ({count} > {max})")]
+    TooManyHeaders { count: usize, max: usize },
+    #[error("request headers too large ({bytes} bytes > {max})")]
+    HeadersTooLarge { bytes: usize, max: usize },
+    #[error("origin {0:?} is not allowed")]
+    OriginNotAllowed(String),
+}
+
+/// Headers a client may never pass to an upstream: credentials and hop-by-hop
+/// headers (RFC 9110 §7.6.1). Names are compared lower-case.
+pub fn is_never_forwarded(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    matches!(
+        name.as_str(),
+        "authorization"
+            | "cookie"
+            | "set-cookie"
+            | "connection"
+            | "keep-alive"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "host"
+            | "content-length"
+            | "mcp-session-id"
+    ) || name.starts_with("proxy-")
+        || name.starts_with("mcp-")
+}
+
+/// The client headers that may travel upstream: those on the allow-list (lower-case
+/// names), minus anything [`is_never_forwarded`] refuses.
+pub fn forwardable_headers(headers: &HeaderMap, allow: &[String]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for name in allow {
+        if is_never_forwarded(name) {
+            continue;
+        }
+        for value in headers.get_all(name.as_str()) {
+            if let Ok(v) = value.to_str() {
+                out.push((name.clone(), v.to_owned()));
+            }
+        }
+    }
+    out
+}
+
+/// Header count and total size limits (HTTP 431 when broken).
+pub fn check_header_limits(
+    headers: &HeaderMap,
+    max_count: usize,
+    max_bytes: usize,
+) -> Result<(), EdgeError> {
+    let count = headers.len();
+    if count > max_count {
+        return Err(EdgeError::TooManyHeaders {
+            count,
+            max: max_count,
+        });
+    }
+    let bytes: usize = headers
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum();
+    if bytes > max_bytes {
+        return Err(EdgeError::HeadersTooLarge {
+            bytes,
+            max: max_bytes,
+        });
+    }
+    Ok(())
+}
+
+/// `Origin` check (DNS-rebinding defence, NOTES §4.1): a request without `Origin`
+/// (not from a browser) passes; one with an `Origin` passes only when it equals the
+/// gateway's own public origin or is on the allow-list (`*` allows any).
+pub fn check_origin(
+    headers: &HeaderMap,
+    public_origin: &str,
+    allowed: &[String],
+) -> Result<(), EdgeError> {
+    let Some(origin) = headers.get(http::header::ORIGIN) else {
+        return Ok(());
+    };
+    let origin = origin.to_str().unwrap_or("");
+    let same = origin.eq_ignore_ascii_case(public_origin.trim_end_matches('/'));
+    if same
+        || allowed
+            .iter()
+            .any(|a| a == "*" || a.trim_end_matches('/').eq_ignore_ascii_case(origin))
+    {
+        Ok(())
+    } else {
+        Err(EdgeError::OriginNotAllowed(origin.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        for (k, v) in pairs {
+            m.append(*k, HeaderValue::from_static(v));
+        }
+        m
+    }
+
+    #[test]
+    fn credentials_never_forwarded_even_if_allow_listed() {
+        let h = map(&[
+            ("authorization", "Bearer client-token"),
+            ("cookie", "sid=1"),
+            ("proxy-authorization", "x"),
+            ("traceparent", "00-abc-def-01"),
+            ("x-other", "1"),
+        ]);
+        let allow: Vec<String> = [
+            "authorization",
+            "cookie",
+            "proxy-authorization",
+            "traceparent",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let out = forwardable_headers(&h, &allow);
+        assert_eq!(
+            out,
+            vec![("traceparent".to_string(), "00-abc-def-01".to_string())]
+        );
+    }
+
+    #[test]
+    fn header_limits() {
+        let h = map(&[("a", "1"), ("b", "2"), ("c", "3")]);
+        assert!(check_header_limits(&h, 3, 1000).is_ok());
+        assert_eq!(
+            check_header_limits(&h, 2, 1000),
+            Err(EdgeError::TooManyHeaders { count: 3, max: 2 })
+        );
+        assert!(matches!(
+            check_header_limits(&h, 10, 5),
+            Err(EdgeError::HeadersTooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn origin_rules() {
+        let none = HeaderMap::new();
+        assert!(check_origin(&none, "http://127.0.0.1:8080", &[]).is_ok());
+        let same = map(&[("origin", "http://127.0.0.1:8080")]);
+        assert!(check_origin(&same, "http://127.0.0.1:8080/", &[]).is_ok());
+        let evil = map(&[("origin", "http://evil.example")]);
+        assert!(check_origin(&evil, "http://127.0.0.1:8080", &[]).is_err());
+        assert!(check_origin(
+            &evil,
+            "http://127.0.0.1:8080",
+            &["http://evil.example".into()]
+        )
+        .is_ok());
+    }
+}
