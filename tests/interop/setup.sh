@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Creates the pinned Python peers for the interop tests:
+#   tests/interop/.peers/py-mcp2  mcp==2.3.0   (2026-07-28 + handshake era)
+#   tests/interop/.peers/py-mcp1  mcp==1.30.0  (handshake era only, FastMCP)
+# Idempotent: a venv whose stamp matches its requirements file is left alone.
+# Needs only python3 (>= 3.10, with venv) and PyPI. Override the interpreter
+# with PYTHON=/path/to/python3.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+peers="$here/.peers"
+python="${PYTHON:-python3}"
+
+if ! "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)'; then
+  echo "setup.sh: $python is older than 3.10; the mcp SDK needs 3.10+" >&2
+  exit 1
+fi
+
+make_venv() {
+  local name="$1" reqs="$2"
+  local venv="$peers/$name" stamp="$peers/$name/.junction-stamp"
+  # The stamp records the requirements it was built from: a changed pin rebuilds.
+  local want
+  want="$(sha256sum "$reqs" | cut -d' ' -f1) $("$python" -c 'import sys; print(sys.version.split()[0])')"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$venv/bin/python" ]]; then
+    echo "setup.sh: $name up to date"
+    return 0
+  fi
+  echo "setup.sh: building $name from $(basename "$reqs")"
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    --no-input --require-virtualenv -r "$reqs"
+  # Prove the pin took before stamping.
+  local pinned got
+  pinned="$(grep -E '^mcp==' "$reqs" | cut -d= -f3)"
+  got="$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
+  if [[ "$got" != "$pinned" ]]; then
+    echo "setup.sh: $name has mcp $got, expected $pinned" >&2
+    exit 1
+  fi
+  echo "$want" > "$stamp"
+  echo "setup.sh: $name ready (mcp $got)"
+}
+
+mkdir -p "$peers"
+make_venv py-mcp2 "$here/requirements-mcp2.txt"
+make_venv py-mcp1 "$here/requirements-mcp1.txt"
