@@ -1,0 +1,350 @@
+//! JSON-RPC 2.0 envelopes, parsed only as far as routing needs (NOTES §2.1).
+//!
+//! Client messages keep every `params` member as raw JSON, so `arguments` and
+//! friends are forwarded byte for byte. The byte builders splice raw parts into
+//! a new envelope instead of re-serializing them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::codes;
+
+/// JSON-RPC id: string or integer (null, floats, bools and objects are rejected).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Id {
+    Num(i64),
+    Str(String),
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Id::Num(n) => write!(f, "{n}"),
+            Id::Str(s) => f.write_str(s),
+        }
+    }
+}
+
+impl From<i64> for Id {
+    fn from(n: i64) -> Self {
+        Id::Num(n)
+    }
+}
+
+impl From<String> for Id {
+    fn from(s: String) -> Self {
+        Id::Str(s)
+    }
+}
+
+impl From<&str> for Id {
+    fn from(s: &str) -> Self {
+        Id::Str(s.to_owned())
+    }
+}
+
+/// `params` object kept as raw values: key -> raw JSON (nothing re-serialized).
+pub type RawParams = BTreeMap<String, Box<RawValue>>;
+
+/// A JSON-RPC error object.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    pub fn with_data(mut self, data: serde_json::Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+}
+
+/// One message a client may send: never a response, never a batch.
+#[derive(Debug)]
+pub enum ClientMessage {
+    Request {
+        id: Id,
+        method: String,
+        params: Option<RawParams>,
+    },
+    Notification {
+        method: String,
+        params: Option<RawParams>,
+    },
+}
+
+impl ClientMessage {
+    pub fn method(&self) -> &str {
+        match self {
+            ClientMessage::Request { method, .. } | ClientMessage::Notification { method, .. } => {
+                method
+            }
+        }
+    }
+
+    pub fn params(&self) -> Option<&RawParams> {
+        match self {
+            ClientMessage::Request { params, .. } | ClientMessage::Notification { params, .. } => {
+                params.as_ref()
+            }
+        }
+    }
+
+    pub fn id(&self) -> Option<&Id> {
+        match self {
+            ClientMessage::Request { id, .. } => Some(id),
+            ClientMessage::Notification { .. } => None,
+        }
+    }
+}
+
+/// The envelope members we look at. `present` keeps an explicit `null`
+/// distinguishable from an absent member (`"id": null` must be rejected).
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(default, borrow, deserialize_with = "present")]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    params: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+}
+
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+fn invalid(message: &str) -> RpcError {
+    RpcError::new(codes::INVALID_REQUEST, message)
+}
+
+/// Parse one HTTP POST body / stdio line from a client.
+///
+/// Errors carry the JSON-RPC error to send: invalid JSON (or not UTF-8) is
+/// `-32700`; a batch, a response, `id: null`, a non-integer or non-string id,
+/// `jsonrpc` other than `"2.0"`, a missing or non-string method, non-object
+/// params and duplicate envelope or params keys are `-32600`.
+pub fn parse_client_message(body: &[u8]) -> Result<ClientMessage, RpcError> {
+    let text = std::str::from_utf8(body)
+        .map_err(|_| RpcError::new(codes::PARSE_ERROR, "body is not UTF-8"))?;
+    let whole: &RawValue = serde_json::from_str(text)
+        .map_err(|e| RpcError::new(codes::PARSE_ERROR, format!("invalid JSON: {e}")))?;
+    match whole.get().as_bytes().first() {
+        Some(b'{') => {}
+        Some(b'[') => return Err(invalid("batches are not supported")),
+        _ => return Err(invalid("a message must be a JSON object")),
+    }
+    let env: Envelope<'_> = serde_json::from_str(whole.get())
+        .map_err(|e| invalid(&format!("malformed envelope: {e}")))?;
+
+    if env.result.is_some() || env.error.is_some() {
+        return Err(invalid("clients must not send responses"));
+    }
+    match env.jsonrpc.map(|v| serde_json::from_str::<&str>(v.get())) {
+        Some(Ok("2.0")) => {}
+        _ => return Err(invalid("\"jsonrpc\" must be \"2.0\"")),
+    }
+    let method = match env.method.map(|v| serde_json::from_str::<String>(v.get())) {
+        Some(Ok(m)) if !m.is_empty() => m,
+        Some(_) => return Err(invalid("\"method\" must be a non-empty string")),
+        None => return Err(invalid("missing \"method\"")),
+    };
+    let params = match env.params {
+        None => None,
+        Some(raw) if raw.get().starts_with('{') => Some(parse_params(raw)?),
+        Some(_) => return Err(invalid("\"params\" must be an object")),
+    };
+    match env.id {
+        None => Ok(ClientMessage::Notification { method, params }),
+        Some(raw) => Ok(ClientMessage::Request {
+            id: parse_id(raw)?,
+            method,
+            params,
+        }),
+    }
+}
+
+fn parse_id(raw: &RawValue) -> Result<Id, RpcError> {
+    let text = raw.get();
+    if text.starts_with('"') {
+        serde_json::from_str::<String>(text)
+            .map(Id::Str)
+            .map_err(|_| invalid("\"id\" is not a valid string"))
+    } else {
+        // Only an integer in i64 range parses; 1.0, 1e3, true, null, {} do not.
+        serde_json::from_str::<i64>(text)
+            .map(Id::Num)
+            .map_err(|_| invalid("\"id\" must be a string or an integer"))
+    }
+}
+
+/// Params with duplicate keys are rejected: which duplicate "wins" differs between
+/// parsers, and a header check must see the same value the upstream will.
+fn parse_params(raw: &RawValue) -> Result<RawParams, RpcError> {
+    struct Unique(RawParams);
+    impl<'de> Deserialize<'de> for Unique {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_map(UniqueVisitor)
+        }
+    }
+    struct UniqueVisitor;
+    impl<'de> Visitor<'de> for UniqueVisitor {
+        type Value = Unique;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Unique, A::Error> {
+            let mut out = RawParams::new();
+            while let Some((k, v)) = map.next_entry::<String, Box<RawValue>>()? {
+                if out.contains_key(&k) {
+                    return Err(serde::de::Error::custom(format!("duplicate key {k:?}")));
+                }
+                out.insert(k, v);
+            }
+            Ok(Unique(out))
+        }
+    }
+    serde_json::from_str::<Unique>(raw.get())
+        .map(|u| u.0)
+        .map_err(|e| invalid(&format!("malformed \"params\": {e}")))
+}
+
+/// Any message from a server (response, notification, or server request), raw parts.
+#[derive(Debug, Deserialize)]
+pub struct ServerMessage {
+    #[serde(default)]
+    pub id: Option<Id>,
+    #[serde(default)]
+    pub method: Option<String>,
+    #[serde(default)]
+    pub params: Option<Box<RawValue>>,
+    #[serde(default)]
+    pub result: Option<Box<RawValue>>,
+    #[serde(default)]
+    pub error: Option<RpcError>,
+}
+
+impl ServerMessage {
+    /// Parse one server message (an SSE `data` payload, a stdio line, a JSON body).
+    pub fn parse(bytes: &[u8]) -> Result<ServerMessage, serde_json::Error> {
+        serde_json::from_slice(bytes)
+    }
+
+    /// A response carries `result` or `error` and no `method`.
+    pub fn is_response(&self) -> bool {
+        self.method.is_none() && (self.result.is_some() || self.error.is_some())
+    }
+}
+
+/// Serialize a value we built ourselves. `Id`, `&str` and `RpcError` cannot fail
+/// to serialize (string keys only); `null` keeps the output valid JSON regardless.
+fn push_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
+    let mark = out.len();
+    if serde_json::to_writer(&mut *out, v).is_err() {
+        out.truncate(mark);
+        out.extend_from_slice(b"null");
+    }
+}
+
+const HEAD: &[u8] = br#"{"jsonrpc":"2.0""#;
+
+/// `{"jsonrpc":"2.0","id":..,"result":..}`
+pub fn result_bytes(id: &Id, result: &RawValue) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEAD.len() + result.get().len() + 32);
+    out.extend_from_slice(HEAD);
+    out.extend_from_slice(br#","id":"#);
+    push_json(&mut out, id);
+    out.extend_from_slice(br#","result":"#);
+    out.extend_from_slice(result.get().as_bytes());
+    out.push(b'}');
+    out
+}
+
+/// `{"jsonrpc":"2.0","id":..,"error":{..}}`; without an id (unparseable request)
+/// the `id` member is left out, as the MCP schema's `JSONRPCErrorResponse` allows.
+pub fn error_bytes(id: Option<&Id>, err: &RpcError) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEAD.len() + err.message.len() + 64);
+    out.extend_from_slice(HEAD);
+    if let Some(id) = id {
+        out.extend_from_slice(br#","id":"#);
+        push_json(&mut out, id);
+    }
+    out.extend_from_slice(br#","error":"#);
+    push_json(&mut out, err);
+    out.push(b'}');
+    out
+}
+
+/// `{"jsonrpc":"2.0","method":..,"params":..}`
+pub fn notification_bytes(method: &str, params: &RawValue) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEAD.len() + method.len() + params.get().len() + 32);
+    out.extend_from_slice(HEAD);
+    out.extend_from_slice(br#","method":"#);
+    push_json(&mut out, method);
+    out.extend_from_slice(br#","params":"#);
+    out.extend_from_slice(params.get().as_bytes());
+    out.push(b'}');
+    out
+}
+
+/// `{"jsonrpc":"2.0","id":..,"method":..,"params":..}`
+pub fn request_bytes(id: &Id, method: &str, params: &RawValue) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEAD.len() + method.len() + params.get().len() + 48);
+    out.extend_from_slice(HEAD);
+    out.extend_from_slice(br#","id":"#);
+    push_json(&mut out, id);
+    out.extend_from_slice(br#","method":"#);
+    push_json(&mut out, method);
+    out.extend_from_slice(br#","params":"#);
+    out.extend_from_slice(params.get().as_bytes());
+    out.push(b'}');
+    out
+}
+
+/// Build a raw JSON object from raw members, in the given order (used to rebuild
+/// params around raw `arguments` without re-serializing them). Keys are escaped;
+/// callers must not pass the same key twice.
+pub fn raw_object<'a>(members: impl IntoIterator<Item = (&'a str, &'a RawValue)>) -> Box<RawValue> {
+    let mut out = Vec::with_capacity(128);
+    out.push(b'{');
+    for (i, (key, value)) in members.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_json(&mut out, key);
+        out.push(b':');
+        out.extend_from_slice(value.get().as_bytes());
+    }
+    out.push(b'}');
+    // Every piece is valid JSON, so this cannot fail; `null` is the unreachable fallback.
+    String::from_utf8(out)
+        .ok()
+        .and_then(|s| RawValue::from_string(s).ok())
+        .unwrap_or_else(|| RawValue::NULL.to_owned())
+}
+
+#[cfg(test)]
+#[path = "jsonrpc_tests.rs"]
+mod tests;
