@@ -133,9 +133,15 @@ impl Walker {
                     Some(map) => self.properties(map, props.as_deref_mut()),
                     None => Ok(()),
                 },
+                // Maps of name -> schema: member names are not keywords.
+                "$defs" | "definitions" | "patternProperties" | "dependentSchemas"
+                | "dependencies" => match value.as_object() {
+                    Some(map) => self.properties(map, None),
+                    None => Ok(()),
+                },
                 // Every other keyword (known or vendor) may hold subschemas; none of
-                // them are statically reachable, so walk their values unreachable.
-                _ => self.unreachable(value),
+                // them are statically reachable. Each node is visited once.
+                _ => self.schema(value, None),
             };
             self.at.pop();
             r?;
@@ -163,30 +169,6 @@ impl Walker {
             r?;
         }
         Ok(())
-    }
-
-    /// A value under a non-`properties` keyword: a schema, a map of schemas
-    /// (`$defs`, `patternProperties`, …) or a list of schemas (`oneOf`, …).
-    fn unreachable(&mut self, value: &Value) -> Result<(), XMcpError> {
-        match value {
-            Value::Object(obj) => {
-                self.object(obj, None)?;
-                // Treat the members as schemas too: covers `$defs`/`dependentSchemas`
-                // maps, whose member names must not be mistaken for keywords.
-                for (k, v) in obj {
-                    if k == KEYWORD || !v.is_object() {
-                        continue;
-                    }
-                    self.at.push(k.clone());
-                    let r = self.schema(v, None);
-                    self.at.pop();
-                    r?;
-                }
-                Ok(())
-            }
-            Value::Array(items) => self.each(items),
-            _ => Ok(()),
-        }
     }
 
     fn annotation(
