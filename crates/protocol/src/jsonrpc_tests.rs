@@ -192,6 +192,35 @@ fn id_serializes_untagged() {
     assert_eq!(Id::Num(3).to_string(), "3");
 }
 
+#[test]
+fn deep_nesting_is_an_error_not_a_stack_overflow() {
+    // Raw values are skimmed without recursion, so depth costs no stack here;
+    // whoever later parses a raw member into a Value meets serde_json's depth limit.
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    assert_eq!(
+        parse(&deep).map_err(|e| e.code).err(),
+        Some(codes::INVALID_REQUEST)
+    );
+    let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"a":{deep}}}}}"#);
+    let m = parse(&body).expect("raw members are kept, however deep");
+    assert_eq!(m.params().map(|p| p["a"].get().len()), Some(200_000));
+    let unbalanced = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"a":{}}}}}"#,
+        "[".repeat(100_000)
+    );
+    assert_eq!(
+        parse(&unbalanced).map_err(|e| e.code).err(),
+        Some(codes::PARSE_ERROR)
+    );
+}
+
+#[test]
+fn escaped_envelope_strings_are_decoded() {
+    let m = parse(r#"{"jsonrpc":"2.0","id":"A","method":"tools\/list"}"#).expect("ok");
+    assert_eq!(m.id(), Some(&Id::Str("A".into())));
+    assert_eq!(m.method(), "tools/list");
+}
+
 proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
