@@ -1,1 +1,293 @@
-//! junction-upstream
+//! junction-upstream: one client per upstream MCP server.
+//!
+//! It speaks Streamable HTTP (pooled hyper-util client, rustls) or stdio (a
+//! spawned child, newline-delimited JSON-RPC), finds out and caches the era
+//! the upstream speaks (modern `server/discover` first, legacy `initialize`
+//! as fallback, NOTES §3.2), and relays each request's notifications and
+//! final response as they arrive.
+//!
+//! It must never forward the downstream client's credentials (only headers
+//! the caller hands it), never reuse a downstream JSON-RPC id upstream, never
+//! re-serialize forwarded payloads, and never panic on what an upstream sends.
+
+mod envelope;
+mod era;
+mod error;
+mod http;
+mod sse;
+mod stdio;
+mod stream;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use junction_protocol::jsonrpc::{RawParams, RpcError};
+use serde_json::value::RawValue;
+use tokio::time::Instant;
+
+pub use era::{Era, EraPref};
+pub use error::UpstreamError;
+pub use stream::ResponseStream;
+
+/// Everything needed to reach one upstream; the server builds it from config.
+#[derive(Clone, Debug)]
+pub struct UpstreamSpec {
+    pub id: String,
+    pub transport: TransportSpec,
+    /// Default per-request deadline (connect + whole response).
+    pub timeout: Duration,
+    pub era: EraPref,
+}
+
+#[derive(Clone, Debug)]
+pub enum TransportSpec {
+    Http {
+        url: String,
+        /// Static headers, including an `Authorization` built from config.
+        headers: Vec<(String, String)>,
+        /// Extra PEM roots, trusted in addition to the public web roots.
+        ca_file: Option<PathBuf>,
+    },
+    Stdio {
+        command: Vec<String>,
+        /// Added to the inherited environment.
+        env: Vec<(String, String)>,
+        cwd: Option<PathBuf>,
+    },
+}
+
+/// One request to forward. `params` excludes `_meta`; the era-specific `_meta`
+/// members are added here.
+#[derive(Debug, Default)]
+pub struct UpstreamRequest {
+    pub method: String,
+    pub params: RawParams,
+    /// Downstream `_meta` entries to forward (progressToken, logLevel, traceparent…).
+    pub meta: Vec<(String, Box<RawValue>)>,
+    /// The downstream client's capabilities, for modern upstreams (default `{}`).
+    pub client_capabilities: Option<Box<RawValue>>,
+    /// Pre-encoded `Mcp-Param-*` headers (modern HTTP only).
+    pub param_headers: Vec<(String, String)>,
+    /// Allow-listed client headers (traceparent…), HTTP only.
+    pub forward_headers: Vec<(String, String)>,
+    /// Overrides the spec's timeout.
+    pub timeout: Option<Duration>,
+}
+
+/// One page of an upstream's `tools/list`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolsPage {
+    pub tools: Vec<serde_json::Value>,
+    pub next_cursor: Option<String>,
+    /// `ttlMs` as sent (negative → 0); `None` when absent (legacy upstreams).
+    pub ttl_ms: Option<u64>,
+    pub cache_public: bool,
+}
+
+#[derive(Debug)]
+pub enum UpstreamEvent {
+    /// A whole notification message; on stdio its progressToken is mapped back
+    /// to the downstream value.
+    Notification(Box<RawValue>),
+    /// The `result` member of the response.
+    Result(Box<RawValue>),
+    /// The upstream's JSON-RPC error, passed through.
+    Error(RpcError),
+}
+
+/// JSON-RPC ids for everything this upstream client sends; never reused.
+#[derive(Default)]
+pub(crate) struct IdGen(AtomicI64);
+
+impl IdGen {
+    pub(crate) fn next(&self) -> i64 {
+        self.0.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+enum Transport {
+    Http(http::HttpTransport),
+    Stdio(stdio::StdioTransport),
+}
+
+pub struct Upstream {
+    id: String,
+    timeout: Duration,
+    transport: Transport,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Upstream {
+    /// Validates the spec and builds the pooled client; does no network I/O.
+    pub fn new(spec: UpstreamSpec) -> Result<Arc<Upstream>, UpstreamError> {
+        let transport = match &spec.transport {
+            TransportSpec::Http {
+                url,
+                headers,
+                ca_file,
+            } => Transport::Http(http::HttpTransport::new(
+                &spec.id,
+                url,
+                headers,
+                ca_file.as_deref(),
+                spec.era,
+            )?),
+            TransportSpec::Stdio { command, env, cwd } => {
+                if command.is_empty() {
+                    return Err(UpstreamError::Unavailable("empty stdio command".to_owned()));
+                }
+                Transport::Stdio(stdio::StdioTransport::new(
+                    &spec.id,
+                    command.clone(),
+                    env.clone(),
+                    cwd.clone(),
+                    spec.timeout,
+                    spec.era,
+                ))
+            }
+        };
+        Ok(Arc::new(Upstream {
+            id: spec.id,
+            timeout: spec.timeout,
+            transport,
+        }))
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The upstream's era: probed once and cached; re-probed after failures
+    /// that suggest the cached answer broke (stdio: after every respawn).
+    pub async fn era(&self) -> Result<Era, UpstreamError> {
+        let deadline = Instant::now() + self.timeout;
+        let fut = async {
+            match &self.transport {
+                Transport::Http(t) => t.era(deadline).await,
+                Transport::Stdio(t) => t.era().await,
+            }
+        };
+        tokio::time::timeout_at(deadline, fut)
+            .await
+            .unwrap_or(Err(UpstreamError::Timeout))
+    }
+
+    /// Send one request; its deadline covers the era probe, connect and the
+    /// whole response.
+    pub async fn request(&self, req: UpstreamRequest) -> Result<ResponseStream, UpstreamError> {
+        let deadline = Instant::now() + req.timeout.unwrap_or(self.timeout);
+        let fut = async {
+            match &self.transport {
+                Transport::Http(t) => t.request(&req, deadline).await,
+                Transport::Stdio(t) => t.request(&req, deadline).await,
+            }
+        };
+        tokio::time::timeout_at(deadline, fut)
+            .await
+            .unwrap_or(Err(UpstreamError::Timeout))
+    }
+
+    /// `tools/list` for one page; an upstream JSON-RPC error is `Rpc`.
+    pub async fn list_tools_page(
+        &self,
+        cursor: Option<String>,
+    ) -> Result<ToolsPage, UpstreamError> {
+        let mut params = RawParams::new();
+        if let Some(c) = cursor {
+            let raw =
+                serde_json::to_string(&c).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
+            params.insert("cursor".to_owned(), envelope::raw_string(raw));
+        }
+        let mut stream = self
+            .request(UpstreamRequest {
+                method: "tools/list".to_owned(),
+                params,
+                ..UpstreamRequest::default()
+            })
+            .await?;
+        while let Some(event) = stream.next().await {
+            match event? {
+                UpstreamEvent::Notification(_) => continue,
+                UpstreamEvent::Result(raw) => return parse_tools_page(&raw),
+                UpstreamEvent::Error(err) => return Err(UpstreamError::Rpc(err)),
+            }
+        }
+        Err(UpstreamError::Protocol(
+            "tools/list stream ended without a result".to_owned(),
+        ))
+    }
+
+    /// stdio: close stdin, wait up to 2 s, then kill. Legacy HTTP: DELETE the session.
+    pub async fn shutdown(&self) {
+        match &self.transport {
+            Transport::Http(t) => t.shutdown(self.timeout).await,
+            Transport::Stdio(t) => t.shutdown().await,
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct ListToolsResult {
+    tools: Vec<serde_json::Value>,
+    #[serde(rename = "nextCursor", default)]
+    next_cursor: Option<String>,
+    #[serde(rename = "ttlMs", default)]
+    ttl_ms: Option<serde_json::Value>,
+    #[serde(rename = "cacheScope", default)]
+    cache_scope: Option<String>,
+}
+
+fn parse_tools_page(raw: &RawValue) -> Result<ToolsPage, UpstreamError> {
+    let r: ListToolsResult = serde_json::from_str(raw.get())
+        .map_err(|e| UpstreamError::Protocol(format!("bad tools/list result: {e}")))?;
+    let ttl_ms = r.ttl_ms.as_ref().and_then(|v| {
+        v.as_u64()
+            .or_else(|| v.as_i64().map(|_| 0))
+            .or_else(|| v.as_f64().map(|f| if f > 0.0 { f as u64 } else { 0 }))
+    });
+    Ok(ToolsPage {
+        tools: r.tools,
+        next_cursor: r.next_cursor,
+        ttl_ms,
+        cache_public: r.cache_scope.as_deref() == Some("public"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_page_fields() {
+        let raw = envelope::raw_string(
+            r#"{"tools":[{"name":"a"}],"nextCursor":"","ttlMs":-5,"cacheScope":"public"}"#
+                .to_owned(),
+        );
+        let page = parse_tools_page(&raw).ok();
+        assert_eq!(
+            page,
+            Some(ToolsPage {
+                tools: vec![serde_json::json!({"name":"a"})],
+                next_cursor: Some(String::new()),
+                ttl_ms: Some(0),
+                cache_public: true,
+            })
+        );
+        let legacy = envelope::raw_string(r#"{"tools":[]}"#.to_owned());
+        let page = parse_tools_page(&legacy).ok();
+        assert_eq!(
+            page.map(|p| (p.ttl_ms, p.cache_public)),
+            Some((None, false))
+        );
+        assert!(parse_tools_page(&envelope::raw_string("{}".to_owned())).is_err());
+    }
+}

@@ -1,0 +1,254 @@
+//! Building the JSON-RPC messages we send and sorting the ones we receive.
+//! Payloads (`arguments`, results) stay raw: we only wrap them.
+
+use junction_protocol::jsonrpc::{self, Id, RawParams, RpcError, ServerMessage};
+use junction_protocol::{meta, version};
+use serde_json::value::RawValue;
+
+/// What goes into `params._meta` besides the forwarded downstream entries.
+pub(crate) enum Stamp<'a> {
+    /// Modern upstream: protocol version, client capabilities, client info.
+    Modern { caps: Option<&'a RawValue> },
+    /// Handshake-era upstream: everything was said in `initialize`.
+    Legacy,
+}
+
+fn raw(s: String) -> Box<RawValue> {
+    RawValue::from_string(s).unwrap_or_else(|_| RawValue::NULL.to_owned())
+}
+
+fn json_string(s: &str) -> Box<RawValue> {
+    raw(serde_json::to_string(s).unwrap_or_else(|_| "null".to_owned()))
+}
+
+pub(crate) fn client_info() -> Box<RawValue> {
+    raw(format!(
+        r#"{{"name":"junction","version":"{}"}}"#,
+        env!("CARGO_PKG_VERSION")
+    ))
+}
+
+/// `params` (minus any stray `_meta`) plus a `_meta` built from the forwarded
+/// entries and the era's stamp. `progress` replaces a forwarded progressToken
+/// (stdio rewrites tokens so they cannot collide on the shared channel).
+pub(crate) fn build_params(
+    params: &RawParams,
+    forwarded: &[(String, Box<RawValue>)],
+    progress: Option<&RawValue>,
+    stamp: &Stamp<'_>,
+) -> Box<RawValue> {
+    let empty_caps = raw("{}".to_owned());
+    let version = json_string(version::MODERN);
+    let info = client_info();
+    let mut meta_members: Vec<(&str, &RawValue)> = Vec::with_capacity(forwarded.len() + 3);
+    for (key, value) in forwarded {
+        let reserved = matches!(
+            key.as_str(),
+            meta::PROTOCOL_VERSION | meta::CLIENT_CAPABILITIES | meta::CLIENT_INFO
+        );
+        if reserved || meta_members.iter().any(|(k, _)| k == key) {
+            continue;
+        }
+        let value = match (key.as_str(), progress) {
+            (meta::PROGRESS_TOKEN, Some(ours)) => ours,
+            _ => value,
+        };
+        meta_members.push((key.as_str(), value));
+    }
+    if let Stamp::Modern { caps } = stamp {
+        meta_members.push((meta::PROTOCOL_VERSION, &version));
+        meta_members.push((meta::CLIENT_CAPABILITIES, caps.unwrap_or(&empty_caps)));
+        meta_members.push((meta::CLIENT_INFO, &info));
+    }
+    let meta_obj = (!meta_members.is_empty()).then(|| jsonrpc::raw_object(meta_members));
+    let mut members: Vec<(&str, &RawValue)> = params
+        .iter()
+        .filter(|(k, _)| k.as_str() != "_meta")
+        .map(|(k, v)| (k.as_str(), v.as_ref()))
+        .collect();
+    if let Some(m) = &meta_obj {
+        members.push(("_meta", m));
+    }
+    jsonrpc::raw_object(members)
+}
+
+pub(crate) fn request_bytes(id: i64, method: &str, params: &RawValue) -> Vec<u8> {
+    jsonrpc::request_bytes(&Id::Num(id), method, params)
+}
+
+pub(crate) fn initialize_params() -> Box<RawValue> {
+    raw(format!(
+        r#"{{"protocolVersion":"{}","capabilities":{{}},"clientInfo":{}}}"#,
+        version::LEGACY[0],
+        client_info().get()
+    ))
+}
+
+pub(crate) fn initialized_bytes() -> Vec<u8> {
+    jsonrpc::notification_bytes("notifications/initialized", &raw("{}".to_owned()))
+}
+
+pub(crate) fn cancelled_bytes(id: i64, reason: &str) -> Vec<u8> {
+    let params = format!(
+        r#"{{"requestId":{id},"reason":{}}}"#,
+        json_string(reason).get()
+    );
+    jsonrpc::notification_bytes("notifications/cancelled", &raw(params))
+}
+
+/// Our answer to a server→client request on a legacy channel: `ping` gets `{}`;
+/// anything else is refused, since we initialize with no client capabilities.
+pub(crate) fn answer_server_request(id: &Id, method: &str) -> Vec<u8> {
+    if method == "ping" {
+        jsonrpc::result_bytes(id, &raw("{}".to_owned()))
+    } else {
+        let err = RpcError::new(
+            junction_protocol::codes::METHOD_NOT_FOUND,
+            format!("junction does not offer {method} to upstreams"),
+        );
+        jsonrpc::error_bytes(Some(id), &err)
+    }
+}
+
+/// `Mcp-Name` source: `params.name` (tools/call, prompts/get) or `params.uri`.
+pub(crate) fn mcp_name(method: &str, params: &RawParams) -> Option<String> {
+    let key = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        _ => return None,
+    };
+    serde_json::from_str::<String>(params.get(key)?.get()).ok()
+}
+
+/// One message from an upstream, sorted by kind.
+pub(crate) enum Incoming {
+    Response {
+        id: Option<Id>,
+        outcome: Result<Box<RawValue>, RpcError>,
+    },
+    Notification {
+        method: String,
+        params: Option<Box<RawValue>>,
+        raw: Box<RawValue>,
+    },
+    ServerRequest {
+        id: Id,
+        method: String,
+    },
+}
+
+pub(crate) fn classify(text: &str) -> Result<Incoming, String> {
+    let msg =
+        ServerMessage::parse(text.as_bytes()).map_err(|e| format!("invalid JSON-RPC: {e}"))?;
+    match (msg.id, msg.method) {
+        (Some(id), Some(method)) => Ok(Incoming::ServerRequest { id, method }),
+        (None, Some(method)) => Ok(Incoming::Notification {
+            method,
+            params: msg.params,
+            raw: raw(text.to_owned()),
+        }),
+        (id, None) => match (msg.result, msg.error) {
+            (Some(result), None) => Ok(Incoming::Response {
+                id,
+                outcome: Ok(result),
+            }),
+            (None, Some(error)) => Ok(Incoming::Response {
+                id,
+                outcome: Err(error),
+            }),
+            _ => Err("response without exactly one of result/error".to_owned()),
+        },
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct ProgressParams {
+    #[serde(rename = "progressToken")]
+    progress_token: Option<serde_json::Value>,
+}
+
+/// The progress token of a `notifications/progress`, as a lookup key.
+pub(crate) fn progress_token_key(params: &RawValue) -> Option<String> {
+    let p: ProgressParams = serde_json::from_str(params.get()).ok()?;
+    p.progress_token.map(|t| t.to_string())
+}
+
+/// The same progress notification with the downstream's token put back.
+pub(crate) fn with_progress_token(params: &RawValue, token: &RawValue) -> Option<Box<RawValue>> {
+    let mut members: RawParams = serde_json::from_str(params.get()).ok()?;
+    members.insert(meta::PROGRESS_TOKEN.to_owned(), token.to_owned());
+    let params = jsonrpc::raw_object(members.iter().map(|(k, v)| (k.as_str(), v.as_ref())));
+    let bytes = jsonrpc::notification_bytes("notifications/progress", &params);
+    String::from_utf8(bytes).ok().map(raw)
+}
+
+pub(crate) fn raw_string(s: String) -> Box<RawValue> {
+    raw(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(s: &str) -> Box<RawValue> {
+        raw(s.to_owned())
+    }
+
+    #[test]
+    fn modern_params_keep_arguments_and_add_meta() {
+        let mut params = RawParams::new();
+        params.insert("name".into(), r(r#""echo""#));
+        params.insert("arguments".into(), r(r#"{"b":1,  "a":2}"#));
+        let fwd = vec![("progressToken".to_owned(), r("7"))];
+        let out = build_params(&params, &fwd, None, &Stamp::Modern { caps: None });
+        let v: serde_json::Value = serde_json::from_str(out.get()).unwrap_or_default();
+        assert!(out.get().contains(r#"{"b":1,  "a":2}"#), "{}", out.get());
+        assert_eq!(v["_meta"]["progressToken"], 7);
+        assert_eq!(v["_meta"][meta::PROTOCOL_VERSION], "2026-07-28");
+        assert_eq!(v["_meta"][meta::CLIENT_CAPABILITIES], serde_json::json!({}));
+        assert_eq!(v["_meta"][meta::CLIENT_INFO]["name"], "junction");
+    }
+
+    #[test]
+    fn legacy_params_without_meta_have_no_meta_member() {
+        let out = build_params(&RawParams::new(), &[], None, &Stamp::Legacy);
+        assert_eq!(out.get(), "{}");
+    }
+
+    #[test]
+    fn progress_override_replaces_token() {
+        let fwd = vec![("progressToken".to_owned(), r(r#""down""#))];
+        let ours = r(r#""jp-1""#);
+        let out = build_params(&RawParams::new(), &fwd, Some(&ours), &Stamp::Legacy);
+        assert_eq!(out.get(), r#"{"_meta":{"progressToken":"jp-1"}}"#);
+    }
+
+    #[test]
+    fn classify_kinds() {
+        assert!(matches!(
+            classify(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+            Ok(Incoming::Response { outcome: Ok(_), .. })
+        ));
+        assert!(matches!(
+            classify(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            Ok(Incoming::ServerRequest { .. })
+        ));
+        assert!(matches!(
+            classify(r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#),
+            Ok(Incoming::Notification { .. })
+        ));
+        assert!(classify("not json").is_err());
+        assert!(classify(r#"{"jsonrpc":"2.0","id":1}"#).is_err());
+    }
+
+    #[test]
+    fn progress_token_round_trip() {
+        let p = r(r#"{"progressToken":"jp-3","progress":1}"#);
+        assert_eq!(progress_token_key(&p).as_deref(), Some(r#""jp-3""#));
+        let back = with_progress_token(&p, &r("42")).map(|b| b.get().to_owned());
+        let v: serde_json::Value =
+            serde_json::from_str(back.as_deref().unwrap_or("null")).unwrap_or_default();
+        assert_eq!(v["params"]["progressToken"], 42);
+        assert_eq!(v["params"]["progress"], 1);
+    }
+}

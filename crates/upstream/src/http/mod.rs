@@ -1,0 +1,413 @@
+//! Streamable HTTP upstreams: era probe, legacy session (initialize once,
+//! session header, re-initialize on 404), and request forwarding.
+
+mod wire;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use http::header::HeaderValue;
+use http::{HeaderMap, Method};
+use junction_protocol::{header_value, jsonrpc::RpcError, version};
+use serde_json::value::RawValue;
+use tokio::time::Instant;
+
+use crate::envelope::{self, Stamp};
+use crate::era::{self, Era, EraPref};
+use crate::stream::{CancelGuard, Inner, ResponseStream};
+use crate::{IdGen, UpstreamError, UpstreamEvent, UpstreamRequest};
+pub(crate) use wire::SseBody;
+use wire::{Answer, Responder, Wire};
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// What we know about the upstream once probed.
+enum Ready {
+    Modern,
+    Legacy {
+        version: String,
+        session: Option<HeaderValue>,
+    },
+}
+
+impl Ready {
+    fn era(&self) -> Era {
+        match self {
+            Ready::Modern => Era::Modern,
+            Ready::Legacy { version, .. } => Era::Legacy {
+                version: version.clone(),
+            },
+        }
+    }
+
+    /// Headers every later legacy message carries.
+    fn legacy_headers(&self) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Ready::Legacy { version, session } = self {
+            if era::sends_version_header(version) {
+                if let Ok(v) = HeaderValue::from_str(version) {
+                    h.insert(VERSION_HEADER, v);
+                }
+            }
+            if let Some(s) = session {
+                h.insert(SESSION_HEADER, s.clone());
+            }
+        }
+        h
+    }
+}
+
+pub(crate) struct HttpTransport {
+    wire: Arc<Wire>,
+    pref: EraPref,
+    ids: IdGen,
+    ready: ArcSwapOption<Ready>,
+    // Single-flight probe / initialize: concurrent first requests share one.
+    init_lock: tokio::sync::Mutex<()>,
+}
+
+/// Why one attempt did not produce a stream.
+enum Attempt {
+    Failed(UpstreamError),
+    /// Legacy 404 with a session: the session is gone, nothing ran.
+    SessionExpired,
+}
+
+impl HttpTransport {
+    pub(crate) fn new(
+        upstream: &str,
+        url: &str,
+        headers: &[(String, String)],
+        ca_file: Option<&Path>,
+        pref: EraPref,
+    ) -> Result<HttpTransport, UpstreamError> {
+        let uri = wire::parse_url(url)?;
+        let mut static_headers = Vec::with_capacity(headers.len());
+        for (name, value) in headers {
+            let h = wire::header(name, value).ok_or_else(|| {
+                UpstreamError::Unavailable(format!(
+                    "invalid header {name:?} for upstream {upstream}"
+                ))
+            })?;
+            static_headers.push(h);
+        }
+        Ok(HttpTransport {
+            wire: Arc::new(Wire {
+                upstream: upstream.to_owned(),
+                client: wire::build_client(ca_file)?,
+                uri,
+                static_headers,
+            }),
+            pref,
+            ids: IdGen::default(),
+            ready: ArcSwapOption::empty(),
+            init_lock: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    pub(crate) async fn era(&self, deadline: Instant) -> Result<Era, UpstreamError> {
+        Ok(self.ensure_ready(deadline).await?.era())
+    }
+
+    async fn ensure_ready(&self, deadline: Instant) -> Result<Arc<Ready>, UpstreamError> {
+        if let Some(r) = self.ready.load_full() {
+            return Ok(r);
+        }
+        let _flight = self.init_lock.lock().await;
+        if let Some(r) = self.ready.load_full() {
+            return Ok(r);
+        }
+        let ready = Arc::new(match self.pref {
+            EraPref::Modern => Ready::Modern,
+            EraPref::Legacy => self.initialize(deadline).await?,
+            EraPref::Auto => match self.probe(deadline).await? {
+                Some(ready) => ready,
+                None => self.initialize(deadline).await?,
+            },
+        });
+        tracing::debug!(upstream = %self.wire.upstream, era = ?ready.era(), "upstream era");
+        self.ready.store(Some(ready.clone()));
+        Ok(ready)
+    }
+
+    /// Forget `old` (if still current) so the next request probes again.
+    fn invalidate(&self, old: &Arc<Ready>) {
+        let _ = self.ready.compare_and_swap(old, None);
+    }
+
+    /// NOTES §3.2: `Some(Modern)` if the upstream showed it is modern,
+    /// `None` to fall back to `initialize`.
+    async fn probe(&self, deadline: Instant) -> Result<Option<Ready>, UpstreamError> {
+        let id = self.ids.next();
+        let params = envelope::build_params(
+            &Default::default(),
+            &[],
+            None,
+            &Stamp::Modern { caps: None },
+        );
+        let body = envelope::request_bytes(id, "server/discover", &params);
+        let resp = self
+            .wire
+            .send(
+                Method::POST,
+                body,
+                modern_headers("server/discover", None),
+                &[],
+                deadline,
+            )
+            .await?;
+        let verdict = |err: &RpcError| -> Result<Option<Ready>, UpstreamError> {
+            if era::is_modern_code(err.code) {
+                era::modern_error_verdict(err).map(|_| Some(Ready::Modern))
+            } else {
+                Ok(None)
+            }
+        };
+        match wire::read_answer(resp, id, None, deadline).await {
+            Err(
+                e
+                @ (UpstreamError::Timeout | UpstreamError::Unavailable(_) | UpstreamError::Closed),
+            ) => Err(e),
+            Err(_) => Ok(None),
+            Ok(Answer::Status { .. }) => Ok(None),
+            Ok(Answer::RpcError { error, .. }) => verdict(&error),
+            Ok(Answer::Stream(inner)) => match drain(inner, deadline).await {
+                Ok(Ok(_)) => Ok(Some(Ready::Modern)),
+                Ok(Err(error)) => verdict(&error),
+                Err(e @ (UpstreamError::Timeout | UpstreamError::Closed)) => Err(e),
+                Err(_) => Ok(None),
+            },
+        }
+    }
+
+    async fn initialize(&self, deadline: Instant) -> Result<Ready, UpstreamError> {
+        let id = self.ids.next();
+        let body = envelope::request_bytes(id, "initialize", &envelope::initialize_params());
+        let resp = self
+            .wire
+            .send(Method::POST, body, HeaderMap::new(), &[], deadline)
+            .await?;
+        let session = resp.headers().get(SESSION_HEADER).cloned();
+        let result = match wire::read_answer(resp, id, None, deadline).await? {
+            Answer::Stream(inner) => drain(inner, deadline).await?.map_err(UpstreamError::Rpc)?,
+            Answer::RpcError { error, .. } => return Err(UpstreamError::Rpc(error)),
+            Answer::Status { status, body } => return Err(UpstreamError::Http { status, body }),
+        };
+        let ready = Ready::Legacy {
+            version: era::negotiated_version(&result)?,
+            session,
+        };
+        let resp = self
+            .wire
+            .send(
+                Method::POST,
+                envelope::initialized_bytes(),
+                ready.legacy_headers(),
+                &[],
+                deadline,
+            )
+            .await?;
+        if !resp.status().is_success() {
+            tracing::warn!(upstream = %self.wire.upstream, status = %resp.status(), "upstream refused notifications/initialized");
+        }
+        Ok(ready)
+    }
+
+    pub(crate) async fn request(
+        &self,
+        req: &UpstreamRequest,
+        deadline: Instant,
+    ) -> Result<ResponseStream, UpstreamError> {
+        let ready = self.ensure_ready(deadline).await?;
+        match self.attempt(&ready, req, deadline).await {
+            Ok(stream) => Ok(stream),
+            Err(Attempt::Failed(e)) => Err(e),
+            Err(Attempt::SessionExpired) => {
+                tracing::debug!(upstream = %self.wire.upstream, "legacy session expired; re-initializing");
+                self.invalidate(&ready);
+                let ready = self.ensure_ready(deadline).await?;
+                match self.attempt(&ready, req, deadline).await {
+                    Ok(stream) => Ok(stream),
+                    Err(Attempt::Failed(e)) => Err(e),
+                    Err(Attempt::SessionExpired) => Err(UpstreamError::Http {
+                        status: 404,
+                        body: "legacy session not found right after initialize".to_owned(),
+                    }),
+                }
+            }
+        }
+    }
+
+    async fn attempt(
+        &self,
+        ready: &Arc<Ready>,
+        req: &UpstreamRequest,
+        deadline: Instant,
+    ) -> Result<ResponseStream, Attempt> {
+        let id = self.ids.next();
+        let (stamp, headers) = match ready.as_ref() {
+            Ready::Modern => {
+                let mut h = modern_headers(
+                    &req.method,
+                    envelope::mcp_name(&req.method, &req.params).as_deref(),
+                );
+                for (name, value) in &req.param_headers {
+                    if let Some((n, v)) = wire::header(name, value) {
+                        h.insert(n, v);
+                    }
+                }
+                (
+                    Stamp::Modern {
+                        caps: req.client_capabilities.as_deref(),
+                    },
+                    h,
+                )
+            }
+            Ready::Legacy { .. } => (Stamp::Legacy, ready.legacy_headers()),
+        };
+        let params = envelope::build_params(&req.params, &req.meta, None, &stamp);
+        let body = envelope::request_bytes(id, &req.method, &params);
+        let legacy = matches!(ready.as_ref(), Ready::Legacy { .. });
+        let resp = self
+            .wire
+            .send(
+                Method::POST,
+                body,
+                headers.clone(),
+                &req.forward_headers,
+                deadline,
+            )
+            .await
+            .map_err(Attempt::Failed)?;
+        let responder = legacy.then(|| {
+            Arc::new(Responder {
+                wire: self.wire.clone(),
+                headers: headers.clone(),
+            })
+        });
+        let answer = wire::read_answer(resp, id, responder, deadline)
+            .await
+            .map_err(Attempt::Failed)?;
+        match answer {
+            Answer::Stream(inner) => {
+                let guard = legacy.then(|| cancel_guard(self.wire.clone(), headers, id));
+                Ok(ResponseStream::new(inner, deadline, guard))
+            }
+            Answer::Status { status: 404, .. } | Answer::RpcError { status: 404, .. }
+                if matches!(
+                    ready.as_ref(),
+                    Ready::Legacy {
+                        session: Some(_),
+                        ..
+                    }
+                ) =>
+            {
+                Err(Attempt::SessionExpired)
+            }
+            Answer::RpcError { error, .. } => {
+                if legacy && era::is_modern_code(error.code) && self.pref == EraPref::Auto {
+                    // A legacy answer turned modern: the server was replaced.
+                    self.invalidate(ready);
+                }
+                Ok(ResponseStream::new(
+                    Inner::ready(Ok(UpstreamEvent::Error(error))),
+                    deadline,
+                    None,
+                ))
+            }
+            Answer::Status { status, body } => {
+                if !legacy && matches!(status, 400 | 404 | 405) && self.pref == EraPref::Auto {
+                    // A modern server answers these with a JSON-RPC body; this one didn't.
+                    self.invalidate(ready);
+                }
+                if (200..300).contains(&status) {
+                    return Err(Attempt::Failed(UpstreamError::Protocol(format!(
+                        "unexpected HTTP {status} without a response body"
+                    ))));
+                }
+                Err(Attempt::Failed(UpstreamError::Http { status, body }))
+            }
+        }
+    }
+
+    pub(crate) async fn shutdown(&self, timeout: Duration) {
+        let Some(ready) = self.ready.swap(None) else {
+            return;
+        };
+        if let Ready::Legacy {
+            session: Some(_), ..
+        } = ready.as_ref()
+        {
+            let deadline = Instant::now() + timeout.min(Duration::from_secs(5));
+            match self
+                .wire
+                .send(
+                    Method::DELETE,
+                    Vec::new(),
+                    ready.legacy_headers(),
+                    &[],
+                    deadline,
+                )
+                .await
+            {
+                Ok(resp) => {
+                    tracing::debug!(upstream = %self.wire.upstream, status = %resp.status(), "legacy session deleted")
+                }
+                Err(e) => {
+                    tracing::debug!(upstream = %self.wire.upstream, error = %e, "deleting legacy session failed")
+                }
+            }
+        }
+    }
+}
+
+fn modern_headers(method: &str, name: Option<&str>) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert(VERSION_HEADER, HeaderValue::from_static(version::MODERN));
+    if let Some((n, v)) = wire::header("mcp-method", method) {
+        h.insert(n, v);
+    }
+    if let Some(name) = name {
+        if let Some((n, v)) = wire::header("mcp-name", &header_value::encode(name)) {
+            h.insert(n, v);
+        }
+    }
+    h
+}
+
+/// Legacy HTTP: closing the stream is not cancellation there, so say it.
+fn cancel_guard(wire: Arc<Wire>, headers: HeaderMap, id: i64) -> CancelGuard {
+    Box::new(move || {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        rt.spawn(async move {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let body = envelope::cancelled_bytes(id, "request cancelled by the gateway");
+            if let Err(e) = wire.send(Method::POST, body, headers, &[], deadline).await {
+                tracing::debug!(upstream = %wire.upstream, error = %e, "sending notifications/cancelled failed");
+            }
+        });
+    })
+}
+
+/// Read a stream to its response, skipping notifications (internal calls).
+async fn drain(
+    inner: Inner,
+    deadline: Instant,
+) -> Result<Result<Box<RawValue>, RpcError>, UpstreamError> {
+    let mut stream = ResponseStream::new(inner, deadline, None);
+    while let Some(item) = stream.next().await {
+        match item? {
+            UpstreamEvent::Notification(_) => continue,
+            UpstreamEvent::Result(r) => return Ok(Ok(r)),
+            UpstreamEvent::Error(e) => return Ok(Err(e)),
+        }
+    }
+    Err(UpstreamError::Protocol(
+        "stream ended without a response".to_owned(),
+    ))
+}

@@ -1,0 +1,373 @@
+//! The HTTP wire: the pooled client, one POST, and reading its answer as JSON
+//! or as an SSE stream relayed event by event.
+
+use std::error::Error as StdError;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use junction_protocol::jsonrpc::{Id, RpcError};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+use tokio::time::Instant;
+
+use crate::envelope::{self, Incoming as Msg};
+use crate::sse::{SseParser, MAX_MESSAGE_BYTES};
+use crate::stream::{Inner, Item};
+use crate::{UpstreamError, UpstreamEvent};
+
+pub(crate) type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// How much of an error body we keep for `UpstreamError::Http`.
+const ERROR_BODY_KEEP: usize = 4096;
+
+pub(crate) fn build_client(ca_file: Option<&Path>) -> Result<HttpClient, UpstreamError> {
+    let bad = |m: String| UpstreamError::Unavailable(m);
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = ca_file {
+        let pem =
+            std::fs::read(path).map_err(|e| bad(format!("ca_file {}: {e}", path.display())))?;
+        let mut added = 0;
+        for cert in CertificateDer::pem_slice_iter(&pem) {
+            let cert = cert.map_err(|e| bad(format!("ca_file {}: {e}", path.display())))?;
+            roots
+                .add(cert)
+                .map_err(|e| bad(format!("ca_file {}: {e}", path.display())))?;
+            added += 1;
+        }
+        if added == 0 {
+            return Err(bad(format!("ca_file {}: no certificates", path.display())));
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad(format!("TLS setup: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build(https))
+}
+
+pub(crate) fn parse_url(url: &str) -> Result<Uri, UpstreamError> {
+    let uri: Uri = url
+        .parse()
+        .map_err(|e| UpstreamError::Unavailable(format!("invalid upstream URL {url:?}: {e}")))?;
+    match (uri.scheme_str(), uri.authority()) {
+        (Some("http" | "https"), Some(_)) => Ok(uri),
+        _ => Err(UpstreamError::Unavailable(format!(
+            "upstream URL {url:?} must be http:// or https:// with a host"
+        ))),
+    }
+}
+
+pub(crate) fn header(name: &str, value: &str) -> Option<(HeaderName, HeaderValue)> {
+    Some((
+        HeaderName::from_bytes(name.as_bytes()).ok()?,
+        HeaderValue::from_str(value).ok()?,
+    ))
+}
+
+fn chain(e: &dyn StdError) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}
+
+/// Connection-level facts shared by every request of one upstream.
+pub(crate) struct Wire {
+    pub(crate) upstream: String,
+    pub(crate) client: HttpClient,
+    pub(crate) uri: Uri,
+    pub(crate) static_headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl Wire {
+    /// One request to the endpoint. `extra` headers are ours (they win), then
+    /// static config headers; `forwarded` client headers never replace either.
+    pub(crate) async fn send(
+        &self,
+        method: Method,
+        body: Vec<u8>,
+        extra: HeaderMap,
+        forwarded: &[(String, String)],
+        deadline: Instant,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        let mut headers = HeaderMap::new();
+        for (name, value) in forwarded {
+            let Some((n, v)) = header(name, value) else {
+                tracing::debug!(upstream = %self.upstream, header = %name, "skipping unencodable forwarded header");
+                continue;
+            };
+            if is_protected(&n)
+                || self.static_headers.iter().any(|(s, _)| *s == n)
+                || extra.contains_key(&n)
+            {
+                continue;
+            }
+            headers.append(n, v);
+        }
+        for (n, v) in &self.static_headers {
+            if !extra.contains_key(n) {
+                headers.append(n.clone(), v.clone());
+            }
+        }
+        if method == Method::POST {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            headers.insert(
+                ACCEPT,
+                HeaderValue::from_static("application/json, text/event-stream"),
+            );
+        }
+        headers.extend(extra);
+        let mut req = Request::builder()
+            .method(method)
+            .uri(self.uri.clone())
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| UpstreamError::Unavailable(format!("building request: {e}")))?;
+        *req.headers_mut() = headers;
+        match tokio::time::timeout_at(deadline, self.client.request(req)).await {
+            Err(_) => Err(UpstreamError::Timeout),
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(e)) if e.is_connect() => Err(UpstreamError::Unavailable(chain(&e))),
+            Ok(Err(e)) => {
+                tracing::debug!(upstream = %self.upstream, error = %chain(&e), "upstream request failed after connect");
+                Err(UpstreamError::Closed)
+            }
+        }
+    }
+}
+
+/// Names only Junction decides; a forwarded client header never sets them.
+fn is_protected(name: &HeaderName) -> bool {
+    let n = name.as_str();
+    n.starts_with("mcp-")
+        || matches!(
+            n,
+            "authorization"
+                | "cookie"
+                | "content-type"
+                | "accept"
+                | "content-length"
+                | "host"
+                | "connection"
+                | "transfer-encoding"
+                | "te"
+                | "upgrade"
+                | "proxy-authorization"
+        )
+}
+
+/// What one POST answered, after looking at status and content type.
+pub(crate) enum Answer {
+    /// 2xx with a JSON-RPC answer for our id (JSON already read, or SSE to read).
+    Stream(Inner),
+    /// 400 or 404 whose body is a JSON-RPC error.
+    RpcError { status: u16, error: RpcError },
+    /// Any other status.
+    Status { status: u16, body: String },
+}
+
+/// Answering server→client requests on a legacy SSE stream.
+pub(crate) struct Responder {
+    pub(crate) wire: Arc<Wire>,
+    pub(crate) headers: HeaderMap,
+}
+
+pub(crate) async fn read_answer(
+    resp: Response<Incoming>,
+    our_id: i64,
+    responder: Option<Arc<Responder>>,
+    deadline: Instant,
+) -> Result<Answer, UpstreamError> {
+    let status = resp.status();
+    let content_type = resp
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let body = resp.into_body();
+    if status.is_success() && content_type.starts_with("text/event-stream") {
+        return Ok(Answer::Stream(Inner::Sse(Box::new(SseBody {
+            body,
+            parser: SseParser::default(),
+            queue: Default::default(),
+            our_id,
+            ended: false,
+            responder,
+        }))));
+    }
+    let bytes = tokio::time::timeout_at(deadline, read_capped(body))
+        .await
+        .map_err(|_| UpstreamError::Timeout)??;
+    if status == StatusCode::OK || (status.is_success() && !bytes.is_empty()) {
+        if !content_type.is_empty() && !content_type.starts_with("application/json") {
+            return Err(UpstreamError::Protocol(format!(
+                "unexpected content type {content_type:?}"
+            )));
+        }
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|_| UpstreamError::Protocol("body is not UTF-8".to_owned()))?;
+        return match envelope::classify(text).map_err(UpstreamError::Protocol)? {
+            Msg::Response { id, outcome } => Ok(Answer::Stream(Inner::ready(response_item(
+                id, outcome, our_id,
+            )))),
+            _ => Err(UpstreamError::Protocol(
+                "JSON body is not a response".to_owned(),
+            )),
+        };
+    }
+    if status == StatusCode::BAD_REQUEST || status == StatusCode::NOT_FOUND {
+        if let Ok(Msg::Response {
+            outcome: Err(error),
+            ..
+        }) = std::str::from_utf8(&bytes)
+            .map_err(|_| String::new())
+            .and_then(envelope::classify)
+        {
+            return Ok(Answer::RpcError {
+                status: status.as_u16(),
+                error,
+            });
+        }
+    }
+    let keep = bytes.len().min(ERROR_BODY_KEEP);
+    Ok(Answer::Status {
+        status: status.as_u16(),
+        body: String::from_utf8_lossy(&bytes[..keep]).into_owned(),
+    })
+}
+
+fn response_item(
+    id: Option<Id>,
+    outcome: Result<Box<serde_json::value::RawValue>, RpcError>,
+    ours: i64,
+) -> Item {
+    match (id, outcome) {
+        (Some(Id::Num(n)), outcome) if n == ours => Ok(match outcome {
+            Ok(result) => UpstreamEvent::Result(result),
+            Err(error) => UpstreamEvent::Error(error),
+        }),
+        // An error without id: the upstream could not parse our request.
+        (None, Err(error)) => Ok(UpstreamEvent::Error(error)),
+        (id, _) => Err(UpstreamError::Protocol(format!(
+            "response id {id:?} does not match request id {ours}"
+        ))),
+    }
+}
+
+async fn read_capped(mut body: Incoming) -> Result<Bytes, UpstreamError> {
+    let mut buf = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame =
+            frame.map_err(|e| UpstreamError::Protocol(format!("body broke off: {}", chain(&e))))?;
+        if let Some(data) = frame.data_ref() {
+            if buf.len() + data.len() > MAX_MESSAGE_BYTES {
+                return Err(UpstreamError::Protocol(
+                    "response body exceeds 16 MiB".to_owned(),
+                ));
+            }
+            buf.extend_from_slice(data);
+        }
+    }
+    Ok(Bytes::from(buf))
+}
+
+/// An SSE response being read: events are handed out as they arrive.
+pub(crate) struct SseBody {
+    body: Incoming,
+    parser: SseParser,
+    queue: std::collections::VecDeque<String>,
+    our_id: i64,
+    ended: bool,
+    responder: Option<Arc<Responder>>,
+}
+
+impl SseBody {
+    pub(crate) async fn next(&mut self) -> Option<Item> {
+        loop {
+            while let Some(text) = self.queue.pop_front() {
+                match envelope::classify(&text) {
+                    Err(e) => return Some(Err(UpstreamError::Protocol(e))),
+                    Ok(Msg::Notification { raw, .. }) => {
+                        return Some(Ok(UpstreamEvent::Notification(raw)))
+                    }
+                    Ok(Msg::Response { id, outcome }) => {
+                        return Some(response_item(id, outcome, self.our_id))
+                    }
+                    Ok(Msg::ServerRequest { id, method }) => self.answer(&id, &method),
+                }
+            }
+            if self.ended {
+                return None;
+            }
+            match self.body.frame().await {
+                None => self.ended = true,
+                Some(Err(e)) => {
+                    return Some(Err(UpstreamError::Protocol(format!(
+                        "SSE stream broke off: {}",
+                        chain(&e)
+                    ))))
+                }
+                Some(Ok(frame)) => {
+                    if let Some(data) = frame.data_ref() {
+                        match self.parser.push(data) {
+                            Ok(events) => self.queue.extend(events),
+                            Err(e) => return Some(Err(UpstreamError::Protocol(e))),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn answer(&self, id: &Id, method: &str) {
+        let Some(responder) = self.responder.clone() else {
+            tracing::debug!(method, "ignoring a server request on a modern stream");
+            return;
+        };
+        let body = envelope::answer_server_request(id, method);
+        tokio::spawn(async move {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let wire = &responder.wire;
+            match wire
+                .send(Method::POST, body, responder.headers.clone(), &[], deadline)
+                .await
+            {
+                Ok(resp) if resp.status().is_success() => {}
+                Ok(resp) => {
+                    tracing::debug!(upstream = %wire.upstream, status = %resp.status(), "answer to server request refused")
+                }
+                Err(e) => {
+                    tracing::debug!(upstream = %wire.upstream, error = %e, "answer to server request failed")
+                }
+            }
+        });
+    }
+}
