@@ -1,0 +1,266 @@
+//! The validated, immutable runtime configuration. Every value here has
+//! passed validation; consumers never re-check it.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub server: ServerConfig,
+    /// In config order: this order drives catalog order and route resolution.
+    pub upstreams: Vec<UpstreamConfig>,
+    pub routes: Vec<RouteConfig>,
+    pub tools: ToolsConfig,
+    pub catalog: CatalogConfig,
+    pub auth: Option<AuthConfig>,
+    pub rate_limits: Option<RateLimitConfig>,
+    pub headers: HeadersConfig,
+    pub limits: LimitsConfig,
+    pub request_state: RequestStateConfig,
+    pub sessions: SessionsConfig,
+    pub log: LogConfig,
+}
+
+impl Config {
+    pub fn upstream(&self, id: &str) -> Option<&UpstreamConfig> {
+        self.upstreams.iter().find(|u| u.id == id)
+    }
+
+    pub fn route(&self, path: &str) -> Option<&RouteConfig> {
+        self.routes.iter().find(|r| r.path == path)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    /// Canonical origin (scheme://host[:port][/path], no trailing slash, no
+    /// query or fragment). Token audience and base of resource metadata.
+    /// Defaults to `http://<listen>` (`https://` when `tls` is set).
+    pub public_url: String,
+    pub tls: Option<TlsConfig>,
+    pub shutdown_grace: Duration,
+}
+
+/// Paths as written; the server reads and checks the files when it binds.
+#[derive(Clone, Debug)]
+pub struct TlsConfig {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+}
+
+#[derive(Clone, Debug)]
+pub struct UpstreamConfig {
+    pub id: String,
+    pub transport: Transport,
+    pub timeout: Duration,
+    pub protocol: ProtocolPref,
+    /// Cache TTL for tool lists of handshake-era upstreams (modern ones send `ttlMs`).
+    pub list_ttl: Duration,
+}
+
+#[derive(Clone, Debug)]
+pub enum Transport {
+    Http {
+        url: String,
+        /// Static headers sent on every request; names lower-cased, sorted by name.
+        headers: Vec<(String, String)>,
+        /// Name of the environment variable holding the bearer token (read
+        /// by the upstream client, not by the loader).
+        bearer_token_env: Option<String>,
+        bearer_token_file: Option<PathBuf>,
+        /// Extra CA bundle (PEM) trusted for this https upstream.
+        ca_file: Option<PathBuf>,
+    },
+    Stdio {
+        /// Program followed by its arguments; never empty.
+        command: Vec<String>,
+        /// Added to the child's environment; sorted by name.
+        env: Vec<(String, String)>,
+        cwd: Option<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProtocolPref {
+    /// Probe `server/discover`, fall back to `initialize`.
+    Auto,
+    Modern,
+    Legacy,
+}
+
+#[derive(Clone, Debug)]
+pub struct RouteConfig {
+    /// Starts with `/`; unique; never an admin or `/.well-known/` path.
+    pub path: String,
+    /// Resolved upstream ids, in the order of `Config::upstreams`, no duplicates, never empty.
+    pub upstreams: Vec<String>,
+    /// true = `prefix: always` (exposed name = id + separator + tool);
+    /// false = `prefix: never` (exactly one upstream, names unchanged).
+    pub prefix: bool,
+    /// Globs over exposed names; each compiles with `globset`. Empty include = everything.
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ToolsConfig {
+    /// 1-4 chars of `[A-Za-z0-9_.-]`, at least one of which can never appear
+    /// in an upstream id (`_`, `.` or `A-Z`), so exposed names split unambiguously.
+    pub separator: String,
+    /// 16..=128 when set.
+    pub max_name_length: Option<usize>,
+}
+
+#[derive(Clone, Debug)]
+pub struct CatalogConfig {
+    /// Per-upstream deadline of one `tools/list` fan-out.
+    pub list_deadline: Duration,
+    /// Upstream pages drained per list, at least 1.
+    pub max_pages: u32,
+    /// Tools per downstream page, 1..=10000.
+    pub page_size: usize,
+}
+
+#[derive(Clone, Debug)]
+pub struct AuthConfig {
+    pub jwt: JwtConfig,
+    /// RFC 9728 `authorization_servers`; defaults to `[jwt.issuer]`.
+    pub authorization_servers: Vec<String>,
+    pub scopes_supported: Vec<String>,
+    /// What each scope grants; how an empty list is read is the policy crate's call.
+    pub rules: Vec<AuthRule>,
+}
+
+#[derive(Clone, Debug)]
+pub struct JwtConfig {
+    pub issuer: String,
+    /// Defaults to `[server.public_url]`.
+    pub audiences: Vec<String>,
+    pub jwks: JwksSource,
+    /// Clock skew allowed on `exp`/`nbf`; default 60s.
+    pub leeway: Duration,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JwksSource {
+    Url(String),
+    File(PathBuf),
+}
+
+#[derive(Clone, Debug)]
+pub struct AuthRule {
+    /// The caller needs every scope listed; an empty list matches any authenticated caller.
+    pub scopes: Vec<String>,
+    /// Globs over exposed names; each compiles with `globset`; never empty.
+    pub tools: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct RateLimitConfig {
+    pub backend: RateLimitBackend,
+    pub failure_mode: FailureMode,
+    pub rules: Vec<RateLimitRule>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RateLimitBackend {
+    Local,
+    /// `redis://` or `rediss://` URL.
+    Redis { url: String },
+}
+
+/// What to do when the shared backend cannot be reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureMode {
+    /// Let the request through.
+    Open,
+    /// Reject it as rate limited.
+    Closed,
+}
+
+#[derive(Clone, Debug)]
+pub struct RateLimitRule {
+    /// Unique; used as the `rule` metric label.
+    pub name: String,
+    /// Bucket key dimensions, no duplicates; empty = one bucket shared by all requests.
+    pub key: Vec<RateKey>,
+    /// Tokens added per `per`; > 0.
+    pub rate: u64,
+    /// > 0.
+    pub per: Duration,
+    /// Bucket capacity; defaults to `rate`; >= 1.
+    pub burst: u64,
+    /// JSON-RPC methods the rule applies to; default `["tools/call"]`.
+    pub methods: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RateKey {
+    Principal,
+    Upstream,
+    Tool,
+    Route,
+    ClientIp,
+}
+
+#[derive(Clone, Debug)]
+pub struct HeadersConfig {
+    /// Client headers forwarded to upstreams, lower-cased. Never contains
+    /// credentials, cookies, hop-by-hop or `mcp-*` names.
+    pub forward: Vec<String>,
+    /// Browser origins allowed besides Junction's own. Empty (the default)
+    /// means: a request without `Origin` is allowed (non-browser clients), a
+    /// request whose `Origin` equals the origin of `server.public_url` is
+    /// allowed, every other `Origin` gets 403. Entries are normalized to
+    /// lower-case `scheme://host[:port]`; the single entry `*` allows any origin.
+    pub allowed_origins: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct LimitsConfig {
+    pub max_body_bytes: usize,
+    pub max_header_count: usize,
+    pub max_header_bytes: usize,
+}
+
+/// Debug never prints the secret.
+#[derive(Clone)]
+pub struct RequestStateConfig {
+    /// Key bytes read from the variable named by `secret_env` (>= 32 bytes);
+    /// None = the server picks a random key per process (one replica only).
+    pub secret: Option<Vec<u8>>,
+    pub secret_env: Option<String>,
+    pub ttl: Duration,
+}
+
+impl fmt::Debug for RequestStateConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestStateConfig")
+            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .field("secret_env", &self.secret_env)
+            .field("ttl", &self.ttl)
+            .finish()
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct SessionsConfig {
+    /// Lifetime of downstream legacy `Mcp-Session-Id` tokens.
+    pub ttl: Duration,
+}
+
+#[derive(Clone, Debug)]
+pub struct LogConfig {
+    pub format: LogFormat,
+    /// A level (`info`) or an `EnvFilter` directive list (`info,junction=debug`).
+    pub level: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
