@@ -1,1 +1,23 @@
-//! junction-testkit
+//! junction-testkit: dev-only helpers for Junction's end-to-end tests.
+//!
+//! - `mock`: HTTP MCP upstreams (modern, legacy, dual) that validate requests
+//!   like strict servers and record everything they receive.
+//! - `client`: a JSON-RPC test client for both eras (hyper-util, no reqwest).
+//! - `gateway`: `spawn_gateway()`, which runs the built `junction` binary.
+//!
+//! It implements the protocol from the spec, never from Junction's own crates
+//! (it depends on none of them), so a shared misunderstanding cannot hide a bug.
+//! It binds only 127.0.0.1 and never sends traffic off loopback.
+
+pub mod client;
+pub mod codec;
+pub mod gateway;
+pub mod mock;
+pub mod sse;
+
+pub use client::{TestClient, TestResponse, TestStream};
+pub use gateway::{spawn_gateway, spawn_gateway_with_env, spawn_with_command, Gateway};
+pub use mock::{Behavior, MockEra, MockSpec, MockTool, MockUpstream, Recorded, REQUEST_STATE};
+
+/// The modern protocol version the client and mocks speak.
+pub const MODERN: &str = "2026-07-28";

@@ -1,0 +1,88 @@
+//! Server-sent events: writing them in the mocks, reading them in the client.
+//! Only `data:` fields matter for MCP; comments (`:`) and priming events with
+//! empty data are skipped.
+
+use bytes::Bytes;
+use serde_json::Value;
+
+/// One SSE event carrying a JSON-RPC message.
+pub fn event(msg: &Value) -> Bytes {
+    Bytes::from(format!("event: message\ndata: {msg}\n\n"))
+}
+
+/// Incremental parser: feed chunks, get the `data` payload of each complete event.
+#[derive(Default, Debug)]
+pub struct SseParser {
+    buf: String,
+    data: Vec<String>,
+}
+
+impl SseParser {
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<String> {
+        self.buf.push_str(&String::from_utf8_lossy(chunk));
+        let mut out = Vec::new();
+        while let Some(pos) = self.buf.find('\n') {
+            let line: String = self.buf.drain(..=pos).collect();
+            let line = line.trim_end_matches(['\n', '\r']);
+            if line.is_empty() {
+                // Priming events (id only, empty data) carry no message.
+                let data = std::mem::take(&mut self.data).join("\n");
+                if !data.is_empty() {
+                    out.push(data);
+                }
+            } else if let Some(rest) = line.strip_prefix("data:") {
+                self.data
+                    .push(rest.strip_prefix(' ').unwrap_or(rest).to_string());
+            }
+            // `event:`, `id:`, `retry:` and `:` comments carry nothing we need.
+        }
+        out
+    }
+
+    /// Flush an event left unterminated at end of stream.
+    pub fn finish(&mut self) -> Option<String> {
+        if !self.buf.is_empty() {
+            let rest = std::mem::take(&mut self.buf);
+            self.push(rest.as_bytes());
+            self.push(b"\n");
+        }
+        if self.data.is_empty() {
+            None
+        } else {
+            Some(std::mem::take(&mut self.data).join("\n"))
+        }
+    }
+}
+
+/// Every JSON message in a complete SSE body, in order. Non-JSON data is kept
+/// as a JSON string so a test can see what arrived.
+pub fn parse_all(body: &[u8]) -> Vec<Value> {
+    let mut p = SseParser::default();
+    let mut datas = p.push(body);
+    datas.extend(p.finish());
+    datas
+        .into_iter()
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| serde_json::from_str(&d).unwrap_or(Value::String(d)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parses_split_chunks_comments_and_priming() {
+        let mut p = SseParser::default();
+        assert!(p
+            .push(b"id: 0\ndata:\n\n: keep-alive\n\nevent: message\ndata: {\"a\"")
+            .is_empty());
+        assert_eq!(
+            p.push(b":1}\r\n\r\ndata: 2\n\n"),
+            vec!["{\"a\":1}".to_string(), "2".to_string()]
+        );
+        assert_eq!(parse_all(&event(&json!({"x": 1}))), vec![json!({"x": 1})]);
+        assert_eq!(parse_all(b"data: {\"y\":2}"), vec![json!({"y": 2})]);
+    }
+}
