@@ -13,6 +13,7 @@ pub mod client;
 pub mod codec;
 pub mod gateway;
 pub mod mock;
+mod response;
 pub mod sse;
 
 pub use client::{TestClient, TestResponse, TestStream};
