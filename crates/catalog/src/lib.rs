@@ -1,1 +1,31 @@
-//! junction-catalog
+//! junction-catalog: per-upstream tool lists in, one merged, named, ordered
+//! catalog per route out (DESIGN §2), with its route table, pre-serialized
+//! list pages, sealed cursors and the per-upstream list cache.
+//!
+//! Merging is a pure function: the same inputs always give the same bytes and
+//! the same version. This crate never touches sockets; it reaches upstreams
+//! only through the [`ToolSource`] trait, which `junction-upstream` implements
+//! and tests fake.
+
+pub mod cache;
+mod catalog;
+pub mod cursor;
+mod filter;
+mod memo;
+mod merge;
+mod naming;
+
+pub use cache::{fan_out, SourceError, SourcePage, ToolCache, ToolSource};
+pub use catalog::{Catalog, DropKind, Dropped, ExposedTool};
+pub use cursor::CursorError;
+pub use filter::ToolFilter;
+pub use memo::MergedCache;
+pub use merge::{merge, ListStatus, UpstreamTools};
+pub use naming::NamingRules;
+
+/// Errors from building catalog inputs (config-time, not per request).
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("invalid tool glob {glob:?}: {reason}")]
+    BadGlob { glob: String, reason: String },
+}
