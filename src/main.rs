@@ -1,1 +1,223 @@
-fn main() {}
+//! `junction`: run the gateway, validate a config, print the merged catalog, or
+//! run one of the demo stdio MCP servers the default `gateway.yaml` uses.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use junction_server::{Shared, State};
+
+#[derive(Parser)]
+#[command(
+    name = "junction",
+    version,
+    about = "One MCP endpoint in front of many MCP servers"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway (the default).
+    Run {
+        #[arg(long, short, default_value = "gateway.yaml")]
+        config: PathBuf,
+    },
+    /// Check a config: prints every error with its key path; exit 1 if any.
+    Validate {
+        #[arg(long, short, default_value = "gateway.yaml")]
+        config: PathBuf,
+    },
+    /// Print the merged tool catalog of every route: exposed name, upstream, original name.
+    Catalog {
+        #[arg(long, short, default_value = "gateway.yaml")]
+        config: PathBuf,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a demo MCP server on stdio (`weather`: modern era, `notes`: handshake era).
+    #[command(hide = true)]
+    Demo { kind: String },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let command = cli.command.unwrap_or(Command::Run {
+        config: PathBuf::from("gateway.yaml"),
+    });
+    let result = match command {
+        Command::Validate { config } => return validate(&config),
+        Command::Demo { kind } => demo(&kind),
+        Command::Run { config } => runtime().and_then(|rt| rt.block_on(run(config))),
+        Command::Catalog { config, json } => {
+            runtime().and_then(|rt| rt.block_on(catalog(config, json)))
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("junction: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn process_env() -> Vec<(String, String)> {
+    std::env::vars().collect()
+}
+
+fn load(path: &std::path::Path) -> anyhow::Result<junction_config::Config> {
+    junction_config::load(path, &process_env())
+        .map_err(|errors| anyhow::anyhow!("invalid config {}:\n{errors}", path.display()))
+}
+
+fn validate(path: &std::path::Path) -> ExitCode {
+    match junction_config::load(path, &process_env()) {
+        Ok(c) => {
+            println!(
+                "{}: ok ({} upstreams, {} routes)",
+                path.display(),
+                c.upstreams.len(),
+                c.routes.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(errors) => {
+            eprintln!("{}: invalid", path.display());
+            eprintln!("{errors}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn build_state(
+    config: junction_config::Config,
+    registry: &prometheus::Registry,
+) -> anyhow::Result<State> {
+    let metrics = junction_telemetry::Metrics::new(registry).context("registering metrics")?;
+    let env: HashMap<String, String> = std::env::vars().collect();
+    State::build(config, &env, metrics).context("building the gateway state")
+}
+
+async fn run(path: PathBuf) -> anyhow::Result<()> {
+    let config = load(&path)?;
+    let format = match config.log.format {
+        junction_config::LogFormat::Json => junction_telemetry::LogFormat::Json,
+        junction_config::LogFormat::Text => junction_telemetry::LogFormat::Text,
+    };
+    junction_telemetry::init_logging(format, &config.log.level);
+    let registry = prometheus::Registry::new();
+    #[cfg(target_os = "linux")]
+    {
+        let _ = registry.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ));
+    }
+    if config.auth.is_some() || config.rate_limits.is_some() {
+        anyhow::bail!("auth and rate_limits are accepted by `junction validate` but not enforced by this build yet; remove them to run");
+    }
+    let listen = config.server.listen;
+    if config.server.tls.is_some() {
+        anyhow::bail!("server.tls is not supported by this build yet");
+    }
+    let state = Arc::new(build_state(config, &registry)?);
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    let local = listener.local_addr()?;
+    // The one line on stdout: tests and scripts read the bound port from it.
+    println!("junction listening on {local}");
+    tracing::info!(%local, config = %path.display(), "junction listening");
+    tokio::spawn(junction_server::warm_up(state.clone()));
+    let shared = Arc::new(Shared {
+        state: arc_swap::ArcSwap::new(state.clone()),
+        registry,
+    });
+    junction_server::serve(listener, shared, shutdown_signal()).await;
+    state.shutdown().await;
+    tracing::info!("junction stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+async fn catalog(path: PathBuf, json: bool) -> anyhow::Result<()> {
+    let config = load(&path)?;
+    junction_telemetry::init_logging(junction_telemetry::LogFormat::Text, "warn");
+    let registry = prometheus::Registry::new();
+    let routes: Vec<String> = config.routes.iter().map(|r| r.path.clone()).collect();
+    let state = build_state(config, &registry)?;
+    let mut out = Vec::new();
+    for path in &routes {
+        let Some(catalog) = junction_server::route_catalog_for(&state, path).await else {
+            continue;
+        };
+        for t in &catalog.tools {
+            out.push(serde_json::json!({"route": path, "exposed": t.exposed, "upstream": t.upstream, "original": t.original}));
+        }
+        if !catalog.degraded.is_empty() {
+            eprintln!(
+                "route {path}: degraded upstreams (not reachable): {}",
+                catalog.degraded.join(", ")
+            );
+        }
+    }
+    state.shutdown().await;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!(
+            "{:<8} {:<40} {:<16} ORIGINAL",
+            "ROUTE", "EXPOSED", "UPSTREAM"
+        );
+        for t in &out {
+            let s = |k: &str| t[k].as_str().unwrap_or("").to_owned();
+            println!(
+                "{:<8} {:<40} {:<16} {}",
+                s("route"),
+                s("exposed"),
+                s("upstream"),
+                s("original")
+            );
+        }
+    }
+    Ok(())
+}
+
+fn demo(kind: &str) -> anyhow::Result<()> {
+    let kind: junction_demo::DemoKind = kind.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    junction_demo::run_stdio(kind).context("demo server")
+}

@@ -1,0 +1,80 @@
+//! Junction's envelope around an upstream's `requestState` (DESIGN §3). The upstream
+//! only ever sees Junction's identity, so Junction binds the state to the real
+//! caller, the upstream, the exposed tool and an expiry. On retry the envelope is
+//! opened and the upstream's own state forwarded byte for byte.
+
+use junction_protocol::seal::{now_ms, Sealer};
+use serde::{Deserialize, Serialize};
+
+const PURPOSE: &str = "junction/request-state/v1";
+
+#[derive(Serialize, Deserialize)]
+struct Envelope {
+    /// principal digest
+    p: String,
+    /// upstream id
+    u: String,
+    /// exposed tool name (or other method target)
+    t: String,
+    /// the upstream's requestState, as its raw JSON text
+    s: String,
+}
+
+/// Seals `upstream_state` (raw JSON text of the upstream's `requestState`).
+pub fn wrap(
+    sealer: &Sealer,
+    principal: &str,
+    upstream: &str,
+    target: &str,
+    upstream_state: &str,
+    ttl_ms: u64,
+) -> String {
+    let env = Envelope {
+        p: principal.into(),
+        u: upstream.into(),
+        t: target.into(),
+        s: upstream_state.into(),
+    };
+    let payload = serde_json::to_vec(&env).unwrap_or_default();
+    sealer.seal(PURPOSE, &payload, now_ms().saturating_add(ttl_ms))
+}
+
+/// Opens an envelope made for this caller, upstream and target; returns the
+/// upstream's raw requestState JSON text.
+pub fn unwrap(
+    sealer: &Sealer,
+    token: &str,
+    principal: &str,
+    upstream: &str,
+    target: &str,
+) -> Result<String, &'static str> {
+    let bytes = sealer
+        .open(PURPOSE, token, now_ms())
+        .map_err(|_| "requestState is invalid or expired")?;
+    let env: Envelope = serde_json::from_slice(&bytes).map_err(|_| "requestState is invalid")?;
+    if env.p != principal || env.u != upstream || env.t != target {
+        return Err("requestState was issued for another caller or tool");
+    }
+    Ok(env.s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bound_to_principal_upstream_and_tool() {
+        let s = Sealer::new(b"0123456789abcdef0123456789abcdef");
+        let t = wrap(&s, "alice", "alpha", "alpha__x", "\"st+/= ä\"", 60_000);
+        assert_eq!(
+            unwrap(&s, &t, "alice", "alpha", "alpha__x").unwrap(),
+            "\"st+/= ä\""
+        );
+        assert!(unwrap(&s, &t, "bob", "alpha", "alpha__x").is_err());
+        assert!(unwrap(&s, &t, "alice", "beta", "alpha__x").is_err());
+        assert!(unwrap(&s, &t, "alice", "alpha", "alpha__y").is_err());
+        let mut forged = t.clone();
+        forged.insert(3, 'A');
+        assert!(unwrap(&s, &forged, "alice", "alpha", "alpha__x").is_err());
+    }
+}

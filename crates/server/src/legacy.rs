@@ -1,0 +1,113 @@
+//! Handshake-era clients (2025-03-26, 2025-06-18, 2025-11-25): `initialize` mints a
+//! sealed, self-contained `Mcp-Session-Id` (see `session`); later requests carry it.
+//! No per-session memory exists on any replica.
+
+use http::{HeaderValue, Response, StatusCode};
+use junction_protocol::jsonrpc::{result_bytes, Id, RawParams};
+use junction_protocol::version;
+use serde_json::{json, Value};
+
+use crate::error::GatewayError;
+use crate::mcp::{param_str, Cx};
+use crate::modern::server_info;
+use crate::response::{self, Body};
+use crate::session::{self, Session};
+use crate::tools::{self, ClientSide};
+
+pub async fn dispatch(
+    cx: &Cx<'_>,
+    id: &Id,
+    method: &str,
+    params: Option<RawParams>,
+) -> Result<Response<Body>, GatewayError> {
+    if method == "initialize" {
+        return initialize(cx, id, params.as_ref());
+    }
+    let session = current_session(cx)?;
+    if let Some(v) = cx.header("mcp-protocol-version") {
+        if v != session.v {
+            return Err(GatewayError::HeaderMismatch(format!(
+                "MCP-Protocol-Version {v:?} differs from the session's negotiated {:?}",
+                session.v
+            )));
+        }
+    }
+    let client = ClientSide::Legacy {
+        capabilities: session.caps.clone(),
+    };
+    match method {
+        "ping" => Ok(ok(id, json!({}))),
+        "tools/list" => tools::list(cx, id, params.as_ref(), &client).await,
+        "tools/call" => tools::call(cx, id, params, &client).await,
+        other => Err(GatewayError::LegacyMethodNotFound(other.to_owned())),
+    }
+}
+
+fn current_session(cx: &Cx<'_>) -> Result<Session, GatewayError> {
+    let token = cx.header("mcp-session-id").ok_or_else(|| {
+        GatewayError::SessionRequired("Mcp-Session-Id header is required after initialize".into())
+    })?;
+    let s = session::open(&cx.state.sealer, token).ok_or(GatewayError::SessionNotFound)?;
+    if s.p != cx.principal {
+        return Err(GatewayError::SessionNotFound);
+    }
+    Ok(s)
+}
+
+fn initialize(
+    cx: &Cx<'_>,
+    id: &Id,
+    params: Option<&RawParams>,
+) -> Result<Response<Body>, GatewayError> {
+    let requested = param_str(params, "protocolVersion")?.ok_or_else(|| {
+        GatewayError::InvalidParams("initialize needs params.protocolVersion".into())
+    })?;
+    let caps = match params.and_then(|p| p.get("capabilities")) {
+        None => json!({}),
+        Some(raw) => match serde_json::from_str::<Value>(raw.get()) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                return Err(GatewayError::InvalidParams(
+                    "params.capabilities must be an object".into(),
+                ))
+            }
+        },
+    };
+    let negotiated = version::negotiate_legacy(&requested);
+    let s = Session {
+        v: negotiated.to_owned(),
+        caps,
+        p: cx.principal.clone(),
+    };
+    let ttl_ms = cx.state.config.sessions.ttl.as_millis() as u64;
+    let token = session::mint(&cx.state.sealer, &s, ttl_ms);
+    let mut r = ok(
+        id,
+        json!({
+            "protocolVersion": negotiated,
+            "capabilities": {"tools": {"listChanged": false}},
+            "serverInfo": server_info(),
+            "instructions": "Junction MCP gateway: tools of several MCP servers, named <server>__<tool>.",
+        }),
+    );
+    if let Ok(v) = HeaderValue::from_str(&token) {
+        r.headers_mut().insert("mcp-session-id", v);
+    }
+    Ok(r)
+}
+
+/// DELETE ends a session. Session ids are sealed tokens with nothing stored, so
+/// there is nothing to drop; a valid id gets 200, an invalid one 404, and a DELETE
+/// without one 405 (the modern-only answer).
+pub fn delete_session(cx: &Cx<'_>) -> Result<Response<Body>, GatewayError> {
+    if !cx.headers.contains_key("mcp-session-id") {
+        return Err(GatewayError::MethodNotAllowed("DELETE".into()));
+    }
+    current_session(cx)?;
+    Ok(response::empty(StatusCode::OK))
+}
+
+fn ok(id: &Id, result: Value) -> Response<Body> {
+    let raw = serde_json::value::to_raw_value(&result).unwrap_or_default();
+    response::json(StatusCode::OK, result_bytes(id, &raw))
+}

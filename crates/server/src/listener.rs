@@ -1,0 +1,130 @@
+//! The listener and the request router: admin endpoints, then the MCP endpoint of
+//! each configured route.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use http::{header, HeaderMap, HeaderValue, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use prometheus::Registry;
+use tokio::net::TcpListener;
+
+use crate::mcp::{self, Cx};
+use crate::response::{self, Body};
+use crate::state::State;
+use crate::tools;
+
+/// What the listener serves: the current state (swapped whole on reload) and the
+/// metrics registry made in `main`.
+pub struct Shared {
+    pub state: ArcSwap<State>,
+    pub registry: Registry,
+}
+
+/// Accepts connections until `shutdown` resolves, then lets in-flight requests
+/// finish for up to the configured grace period.
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, _peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let shared = shared.clone();
+                let service = service_fn(move |req| {
+                    let shared = shared.clone();
+                    async move { Ok::<_, std::convert::Infallible>(route(shared, req).await) }
+                });
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                let conn = graceful.watch(conn.into_owned());
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                });
+            }
+            _ = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    let grace = shared.state.load().config.server.shutdown_grace;
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("shutdown grace period ended with requests still in flight");
+    }
+}
+
+async fn route(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
+    let state = shared.state.load_full();
+    let path = req.uri().path();
+    match path {
+        "/healthz" => response::text(StatusCode::OK, "ok\n"),
+        "/readyz" => readyz(&state).await,
+        "/metrics" => {
+            let mut r = Response::new(response::full(junction_telemetry::render(&shared.registry)));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            r
+        }
+        _ => match state.routes.get(path).cloned() {
+            Some(route) => mcp::handle(state, route, req).await,
+            None => response::text(StatusCode::NOT_FOUND, "no MCP route at this path\n"),
+        },
+    }
+}
+
+/// Ready when at least one route has at least one upstream whose tool list was
+/// fetched (fresh or last good).
+async fn readyz(state: &State) -> Response<Body> {
+    let headers = HeaderMap::new();
+    for route in state.routes.values() {
+        let cx = Cx {
+            state,
+            route,
+            headers: &headers,
+            principal: String::new(),
+        };
+        let catalog = tools::route_catalog(&cx).await;
+        let missing = catalog
+            .degraded
+            .iter()
+            .filter(|d| !catalog.tools.iter().any(|t| &t.upstream == *d))
+            .count();
+        if route.upstreams.len() > missing {
+            return response::text(StatusCode::OK, "ready\n");
+        }
+    }
+    response::text(StatusCode::SERVICE_UNAVAILABLE, "no upstream reachable\n")
+}
+
+/// Fetches every route's catalog once at start, so the first client is served
+/// from a warm cache and unreachable upstreams are logged early.
+pub async fn warm_up(state: Arc<State>) {
+    let headers = HeaderMap::new();
+    for route in state.routes.values() {
+        let cx = Cx {
+            state: &state,
+            route,
+            headers: &headers,
+            principal: String::new(),
+        };
+        let catalog = tools::route_catalog(&cx).await;
+        tracing::info!(route = %route.path, tools = catalog.tools.len(), degraded = ?catalog.degraded, "catalog ready");
+    }
+}

@@ -1,0 +1,192 @@
+//! The MCP endpoint of a route: edge checks, body, JSON-RPC parse, then the split
+//! into the modern (2026-07-28) and handshake-era paths. The phases run in the
+//! order of DESIGN §4: limits, (authentication and authorization: policy issue),
+//! headers, route, upstream.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use junction_protocol::jsonrpc::{parse_client_message, ClientMessage, Id, RawParams};
+use junction_protocol::version;
+
+use crate::error::GatewayError;
+use crate::response::{self, Body};
+use crate::state::{RouteState, State};
+use crate::{legacy, modern};
+
+/// What every phase after parsing needs to know about the request.
+pub struct Cx<'a> {
+    pub state: &'a State,
+    pub route: &'a RouteState,
+    pub headers: &'a HeaderMap,
+    /// Digest of the authenticated principal; "" while authentication is off.
+    pub principal: String,
+}
+
+impl Cx<'_> {
+    pub fn accepts_sse(&self) -> bool {
+        self.headers.get_all(http::header::ACCEPT).iter().any(|v| {
+            v.to_str()
+                .map(|s| s.contains("text/event-stream"))
+                .unwrap_or(false)
+        })
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+pub async fn handle(
+    state: Arc<State>,
+    route: Arc<RouteState>,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    let started = Instant::now();
+    let (parts, body) = req.into_parts();
+    let cx = Cx {
+        state: &state,
+        route: &route,
+        headers: &parts.headers,
+        principal: String::new(),
+    };
+    let (method_label, response) = match edge_and_dispatch(&cx, &parts.method, body).await {
+        Ok(ok) => ok,
+        Err((label, id, err)) => {
+            tracing::debug!(route = %route.path, error = %err, "request refused");
+            (label, response::error(id.as_ref(), &err))
+        }
+    };
+    let outcome = if response.status().is_success() {
+        "ok"
+    } else {
+        "error"
+    };
+    let m = &state.metrics;
+    m.requests_total
+        .with_label_values(&[&route.path, method_label, outcome])
+        .inc();
+    m.request_duration_seconds
+        .with_label_values(&[&route.path, method_label])
+        .observe(started.elapsed().as_secs_f64());
+    response
+}
+
+type Refusal = (&'static str, Option<Id>, GatewayError);
+
+async fn edge_and_dispatch(
+    cx: &Cx<'_>,
+    method: &Method,
+    body: Incoming,
+) -> Result<(&'static str, Response<Body>), Refusal> {
+    let config = &cx.state.config;
+    junction_policy::check_header_limits(
+        cx.headers,
+        config.limits.max_header_count,
+        config.limits.max_header_bytes,
+    )
+    .map_err(|e| ("other", None, GatewayError::HeadersTooLarge(e.to_string())))?;
+    junction_policy::check_origin(
+        cx.headers,
+        &config.server.public_url,
+        &config.headers.allowed_origins,
+    )
+    .map_err(|e| ("other", None, GatewayError::OriginForbidden(e.to_string())))?;
+
+    if method == Method::DELETE {
+        return legacy::delete_session(cx)
+            .map(|r| ("delete", r))
+            .map_err(|e| ("delete", None, e));
+    }
+    if method != Method::POST {
+        return Err((
+            "other",
+            None,
+            GatewayError::MethodNotAllowed(method.to_string()),
+        ));
+    }
+    let bytes = read_body(body, config.limits.max_body_bytes)
+        .await
+        .map_err(|e| ("other", None, e))?;
+    let message =
+        parse_client_message(&bytes).map_err(|e| ("other", None, GatewayError::Malformed(e)))?;
+
+    let (id, method, params) = match message {
+        ClientMessage::Notification { method, .. } => {
+            // No notification needs an answer: the handshake era's `initialized` and
+            // `cancelled` are accepted; modern HTTP defines none.
+            tracing::debug!(%method, "notification accepted");
+            return Ok(("notification", response::empty(StatusCode::ACCEPTED)));
+        }
+        ClientMessage::Request { id, method, params } => (id, method, params),
+    };
+    let label = method_label(&method);
+    let result = if is_legacy_request(cx, &method) {
+        legacy::dispatch(cx, &id, &method, params).await
+    } else {
+        modern::dispatch(cx, &id, &method, params).await
+    };
+    result.map(|r| (label, r)).map_err(|e| (label, Some(id), e))
+}
+
+/// Handshake era when the client says so: `initialize`, a session id, or a
+/// handshake-era `MCP-Protocol-Version`. Everything else must be a valid modern
+/// request (and gets the modern errors when it is not).
+fn is_legacy_request(cx: &Cx<'_>, method: &str) -> bool {
+    method == "initialize"
+        || cx.headers.contains_key("mcp-session-id")
+        || cx
+            .header("mcp-protocol-version")
+            .is_some_and(version::is_legacy)
+}
+
+async fn read_body(body: Incoming, max: usize) -> Result<Bytes, GatewayError> {
+    match Limited::new(body, max).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(GatewayError::BodyTooLarge { max: max as u64 })
+        }
+        Err(e) => Err(GatewayError::Malformed(
+            junction_protocol::jsonrpc::RpcError::new(
+                junction_protocol::codes::INVALID_REQUEST,
+                format!("could not read the request body: {e}"),
+            ),
+        )),
+    }
+}
+
+/// Bounded metric label for a method name.
+pub fn method_label(method: &str) -> &'static str {
+    match method {
+        "initialize" => "initialize",
+        "ping" => "ping",
+        "server/discover" => "server/discover",
+        "tools/list" => "tools/list",
+        "tools/call" => "tools/call",
+        "prompts/list" => "prompts/list",
+        "prompts/get" => "prompts/get",
+        "resources/list" => "resources/list",
+        "resources/read" => "resources/read",
+        "resources/templates/list" => "resources/templates/list",
+        "subscriptions/listen" => "subscriptions/listen",
+        "completion/complete" => "completion/complete",
+        _ => "other",
+    }
+}
+
+/// A string member of params: absent is Ok(None), any other type is an error.
+pub fn param_str(params: Option<&RawParams>, key: &str) -> Result<Option<String>, GatewayError> {
+    let Some(raw) = params.and_then(|p| p.get(key)) else {
+        return Ok(None);
+    };
+    serde_json::from_str::<String>(raw.get())
+        .map(Some)
+        .map_err(|_| GatewayError::InvalidParams(format!("params.{key} must be a string")))
+}

@@ -1,0 +1,163 @@
+//! Modern (2026-07-28) requests: every request carries its version and client
+//! capabilities in `_meta`, and the mirrored `MCP-Protocol-Version`, `Mcp-Method`,
+//! `Mcp-Name` headers must agree with the body (NOTES §4.1) before anything trusts
+//! them.
+
+use http::{Response, StatusCode};
+use junction_protocol::header_value;
+use junction_protocol::jsonrpc::{result_bytes, Id, RawParams};
+use junction_protocol::{meta, version};
+use serde_json::{json, Map, Value};
+
+use crate::error::GatewayError;
+use crate::mcp::{param_str, Cx};
+use crate::response::{self, Body};
+use crate::tools::{self, ClientSide};
+
+/// Every version this gateway serves: modern through `_meta`, the handshake era
+/// through `initialize`.
+pub fn supported_versions() -> Vec<&'static str> {
+    let mut v = vec![version::MODERN];
+    v.extend_from_slice(version::LEGACY);
+    v
+}
+
+pub async fn dispatch(
+    cx: &Cx<'_>,
+    id: &Id,
+    method: &str,
+    params: Option<RawParams>,
+) -> Result<Response<Body>, GatewayError> {
+    let request_meta = request_meta(params.as_ref())?;
+    let caps = validate_meta_and_headers(cx, method, params.as_ref(), &request_meta)?;
+    let client = ClientSide::Modern { capabilities: caps };
+    match method {
+        "server/discover" => Ok(discover(id)),
+        "tools/list" => tools::list(cx, id, params.as_ref(), &client).await,
+        "tools/call" => tools::call(cx, id, params, &client).await,
+        other => Err(GatewayError::MethodNotFound(other.to_owned())),
+    }
+}
+
+/// `params._meta` as a JSON object (it is small; arguments stay raw).
+pub fn request_meta(params: Option<&RawParams>) -> Result<Map<String, Value>, GatewayError> {
+    let raw = params
+        .and_then(|p| p.get("_meta"))
+        .ok_or_else(|| GatewayError::MissingMeta("params._meta is required".into()))?;
+    match serde_json::from_str::<Value>(raw.get()) {
+        Ok(Value::Object(m)) => Ok(m),
+        _ => Err(GatewayError::MissingMeta(
+            "params._meta must be an object".into(),
+        )),
+    }
+}
+
+/// Checks `_meta` and the mirrored headers; returns the client's capabilities.
+fn validate_meta_and_headers(
+    cx: &Cx<'_>,
+    method: &str,
+    params: Option<&RawParams>,
+    m: &Map<String, Value>,
+) -> Result<Value, GatewayError> {
+    let requested = m
+        .get(meta::PROTOCOL_VERSION)
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            GatewayError::MissingMeta(format!(
+                "params._meta[\"{}\"] (a string) is required",
+                meta::PROTOCOL_VERSION
+            ))
+        })?;
+    let caps = match m.get(meta::CLIENT_CAPABILITIES) {
+        Some(c @ Value::Object(_)) => c.clone(),
+        _ => {
+            return Err(GatewayError::MissingMeta(format!(
+                "params._meta[\"{}\"] (an object) is required",
+                meta::CLIENT_CAPABILITIES
+            )))
+        }
+    };
+    if requested != version::MODERN {
+        return Err(GatewayError::UnsupportedVersion {
+            requested: requested.to_owned(),
+            supported: supported_versions(),
+        });
+    }
+    match cx.header("mcp-protocol-version") {
+        None => {
+            return Err(GatewayError::HeaderMismatch(
+                "MCP-Protocol-Version header is required".into(),
+            ))
+        }
+        Some(h) if h != requested => {
+            return Err(GatewayError::HeaderMismatch(format!(
+                "MCP-Protocol-Version header {h:?} differs from _meta protocolVersion {requested:?}"
+            )))
+        }
+        Some(_) => {}
+    }
+    match cx.header("mcp-method") {
+        None => {
+            return Err(GatewayError::HeaderMismatch(
+                "Mcp-Method header is required".into(),
+            ))
+        }
+        Some(h) if h != method => {
+            return Err(GatewayError::HeaderMismatch(format!(
+                "Mcp-Method header {h:?} differs from method {method:?}"
+            )))
+        }
+        Some(_) => {}
+    }
+    let name_key = match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    };
+    if let Some(key) = name_key {
+        let body = param_str(params, key)?;
+        let header = cx.header("mcp-name");
+        match (header, body) {
+            (None, _) => {
+                return Err(GatewayError::HeaderMismatch(
+                    "Mcp-Name header is required".into(),
+                ))
+            }
+            (Some(_), None) => {
+                return Err(GatewayError::InvalidParams(format!(
+                    "params.{key} is required"
+                )))
+            }
+            (Some(h), Some(b)) => {
+                let decoded = header_value::decode(h)
+                    .map_err(|e| GatewayError::HeaderMismatch(format!("Mcp-Name header: {e}")))?;
+                if decoded != b {
+                    return Err(GatewayError::HeaderMismatch(format!(
+                        "Mcp-Name header {decoded:?} differs from params.{key} {b:?}"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(caps)
+}
+
+pub fn server_info() -> Value {
+    json!({"name": "junction", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// Junction answers `server/discover` itself: its own capabilities, not any one
+/// upstream's.
+fn discover(id: &Id) -> Response<Body> {
+    let result = json!({
+        "resultType": "complete",
+        "supportedVersions": supported_versions(),
+        "capabilities": {"tools": {"listChanged": false}},
+        "instructions": "Junction MCP gateway: tools of several MCP servers, named <server>__<tool>.",
+        "ttlMs": 300_000,
+        "cacheScope": "public",
+        "_meta": {(meta::SERVER_INFO): server_info()},
+    });
+    let raw = serde_json::value::to_raw_value(&result).unwrap_or_default();
+    response::json(StatusCode::OK, result_bytes(id, &raw))
+}

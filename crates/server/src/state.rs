@@ -1,0 +1,239 @@
+//! The runtime state built from one validated `Config`: upstream clients, routes
+//! with their naming rules, the tool-list cache and the sealing key. A request reads
+//! it through one `ArcSwap::load`; a reload (a later issue) builds a new one aside
+//! and swaps it in whole.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use junction_catalog::{
+    Catalog, NamingRules, SourceError, SourcePage, ToolCache, ToolFilter, ToolSource,
+};
+use junction_config::{Config, ProtocolPref, RouteConfig, Transport, UpstreamConfig};
+use junction_protocol::seal::Sealer;
+use junction_telemetry::Metrics;
+use junction_upstream::{EraPref, TransportSpec, Upstream, UpstreamSpec};
+
+/// Failure to turn a valid config into a running state (bad credentials file,
+/// unknown executable, ...). Reported before anything binds.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("upstreams[{index}] ({id}): {message}")]
+    Upstream {
+        index: usize,
+        id: String,
+        message: String,
+    },
+    #[error("routes[{index}] ({path}): {message}")]
+    Route {
+        index: usize,
+        path: String,
+        message: String,
+    },
+}
+
+pub struct UpstreamEntry {
+    pub id: String,
+    pub client: Arc<Upstream>,
+    pub source: Arc<dyn ToolSource>,
+    pub list_ttl: Duration,
+    pub is_http: bool,
+}
+
+/// One served MCP endpoint.
+pub struct RouteState {
+    pub path: String,
+    pub upstreams: Vec<String>,
+    pub naming: NamingRules,
+    pub filter: ToolFilter,
+    /// Last merged catalog and the fingerprint of the inputs it came from, so an
+    /// unchanged set of upstream lists is never merged twice.
+    pub merged: Mutex<Option<(Vec<(u64, u8)>, Arc<Catalog>)>>,
+}
+
+pub struct State {
+    pub config: Arc<Config>,
+    pub upstreams: HashMap<String, UpstreamEntry>,
+    pub routes: HashMap<String, Arc<RouteState>>,
+    pub cache: ToolCache,
+    pub sealer: Sealer,
+    pub metrics: Metrics,
+}
+
+/// Adapts an upstream client to the catalog's `ToolSource` trait.
+struct UpstreamSource(Arc<Upstream>);
+
+impl ToolSource for UpstreamSource {
+    fn id(&self) -> &str {
+        self.0.id()
+    }
+
+    fn list_page<'a>(
+        &'a self,
+        cursor: Option<String>,
+    ) -> BoxFuture<'a, Result<SourcePage, SourceError>> {
+        Box::pin(async move {
+            let page = self
+                .0
+                .list_tools_page(cursor)
+                .await
+                .map_err(|e| SourceError(e.to_string()))?;
+            Ok(SourcePage {
+                tools: page.tools,
+                next_cursor: page.next_cursor,
+                ttl_ms: page.ttl_ms,
+                public: page.cache_public,
+            })
+        })
+    }
+}
+
+impl State {
+    /// `env` is the process environment (injected so tests never mutate it).
+    pub fn build(
+        config: Config,
+        env: &HashMap<String, String>,
+        metrics: Metrics,
+    ) -> Result<State, BuildError> {
+        let config = Arc::new(config);
+        let mut upstreams = HashMap::new();
+        for (index, u) in config.upstreams.iter().enumerate() {
+            let spec = upstream_spec(u, env).map_err(|message| BuildError::Upstream {
+                index,
+                id: u.id.clone(),
+                message,
+            })?;
+            let is_http = matches!(spec.transport, TransportSpec::Http { .. });
+            let client = Upstream::new(spec).map_err(|e| BuildError::Upstream {
+                index,
+                id: u.id.clone(),
+                message: e.to_string(),
+            })?;
+            let source: Arc<dyn ToolSource> = Arc::new(UpstreamSource(client.clone()));
+            upstreams.insert(
+                u.id.clone(),
+                UpstreamEntry {
+                    id: u.id.clone(),
+                    client,
+                    source,
+                    list_ttl: u.list_ttl,
+                    is_http,
+                },
+            );
+        }
+        let mut routes = HashMap::new();
+        for (index, r) in config.routes.iter().enumerate() {
+            let route = route_state(r, &config).map_err(|message| BuildError::Route {
+                index,
+                path: r.path.clone(),
+                message,
+            })?;
+            routes.insert(r.path.clone(), Arc::new(route));
+        }
+        let sealer = match &config.request_state.secret {
+            Some(key) => Sealer::new(key),
+            None => Sealer::random(),
+        };
+        let cache = ToolCache::new(config.catalog.max_pages as usize);
+        Ok(State {
+            config,
+            upstreams,
+            routes,
+            cache,
+            sealer,
+            metrics,
+        })
+    }
+
+    /// Stops every upstream client (stdio children, legacy sessions).
+    pub async fn shutdown(&self) {
+        let all = self.upstreams.values().map(|u| u.client.shutdown());
+        futures_util::future::join_all(all).await;
+    }
+}
+
+fn route_state(r: &RouteConfig, config: &Config) -> Result<RouteState, String> {
+    let filter = ToolFilter::new(&r.include, &r.exclude).map_err(|e| e.to_string())?;
+    Ok(RouteState {
+        path: r.path.clone(),
+        upstreams: r.upstreams.clone(),
+        naming: NamingRules {
+            separator: config.tools.separator.clone(),
+            prefix: r.prefix,
+            max_name_length: config.tools.max_name_length,
+        },
+        filter,
+        merged: Mutex::new(None),
+    })
+}
+
+/// Maps one upstream's config to the client's spec, resolving credentials from the
+/// environment or a file, and the program name `junction` to this very binary (so
+/// the demo upstreams of the default config need nothing on PATH).
+fn upstream_spec(
+    u: &UpstreamConfig,
+    env: &HashMap<String, String>,
+) -> Result<UpstreamSpec, String> {
+    let transport = match &u.transport {
+        Transport::Http {
+            url,
+            headers,
+            bearer_token_env,
+            bearer_token_file,
+            ca_file,
+        } => {
+            let mut headers = headers.clone();
+            let token = match (bearer_token_env, bearer_token_file) {
+                (Some(name), _) => Some(env.get(name).cloned().ok_or_else(|| {
+                    format!("bearer_token_env: environment variable {name} is not set")
+                })?),
+                (None, Some(path)) => Some(
+                    std::fs::read_to_string(path)
+                        .map_err(|e| format!("bearer_token_file {}: {e}", path.display()))?
+                        .trim()
+                        .to_owned(),
+                ),
+                (None, None) => None,
+            };
+            if let Some(token) = token {
+                headers.retain(|(k, _)| !k.eq_ignore_ascii_case("authorization"));
+                headers.push(("authorization".into(), format!("Bearer {token}")));
+            }
+            TransportSpec::Http {
+                url: url.clone(),
+                headers,
+                ca_file: ca_file.clone(),
+            }
+        }
+        Transport::Stdio {
+            command,
+            env: child_env,
+            cwd,
+        } => {
+            let mut command = command.clone();
+            if command.first().map(String::as_str) == Some("junction") {
+                let exe = std::env::current_exe()
+                    .map_err(|e| format!("cannot locate the junction binary: {e}"))?;
+                command[0] = exe.to_string_lossy().into_owned();
+            }
+            TransportSpec::Stdio {
+                command,
+                env: child_env.clone(),
+                cwd: cwd.clone(),
+            }
+        }
+    };
+    let era = match u.protocol {
+        ProtocolPref::Auto => EraPref::Auto,
+        ProtocolPref::Modern => EraPref::Modern,
+        ProtocolPref::Legacy => EraPref::Legacy,
+    };
+    Ok(UpstreamSpec {
+        id: u.id.clone(),
+        transport,
+        timeout: u.timeout,
+        era,
+    })
+}

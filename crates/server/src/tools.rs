@@ -1,0 +1,548 @@
+//! `tools/list` and `tools/call` for both client eras: the catalog of a route
+//! (fan-out, merge, memo), paging with sealed cursors, and forwarding a call to
+//! its upstream with the original name and the raw arguments.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use junction_catalog::{cursor, merge, Catalog, ExposedTool, ListStatus};
+use junction_protocol::jsonrpc::{error_bytes, result_bytes, Id, RawParams};
+use junction_protocol::{meta, xmcp};
+use junction_upstream::{UpstreamEvent, UpstreamRequest};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+
+use crate::envelope;
+use crate::error::GatewayError;
+use crate::mcp::{param_str, Cx};
+use crate::modern::server_info;
+use crate::response::{self, Body};
+
+/// Which era the client speaks, with the capabilities it declared (per request
+/// for modern clients, once per session for handshake-era ones).
+pub enum ClientSide {
+    Modern { capabilities: Value },
+    Legacy { capabilities: Value },
+}
+
+impl ClientSide {
+    fn is_modern(&self) -> bool {
+        matches!(self, ClientSide::Modern { .. })
+    }
+    fn capabilities(&self) -> &Value {
+        match self {
+            ClientSide::Modern { capabilities } | ClientSide::Legacy { capabilities } => {
+                capabilities
+            }
+        }
+    }
+}
+
+/// The merged catalog of the route: every upstream's (cached) list, merged only
+/// when some contributor changed since the last merge.
+pub async fn route_catalog(cx: &Cx<'_>) -> Arc<Catalog> {
+    let state = cx.state;
+    let deadline = state.config.catalog.list_deadline;
+    let entries: Vec<_> = cx
+        .route
+        .upstreams
+        .iter()
+        .filter_map(|id| state.upstreams.get(id))
+        .collect();
+    let lists = futures_util::future::join_all(
+        entries
+            .iter()
+            .map(|u| state.cache.get(u.source.as_ref(), u.list_ttl, deadline)),
+    )
+    .await;
+    let fingerprint: Vec<(u64, u8)> = entries
+        .iter()
+        .zip(&lists)
+        .map(|(u, l)| {
+            let status = match l.status {
+                ListStatus::Fresh => 0,
+                ListStatus::Stale => 1,
+                ListStatus::Missing => 2,
+            };
+            (state.cache.generation(&u.id), status)
+        })
+        .collect();
+    if let Ok(memo) = cx.route.merged.lock() {
+        if let Some((fp, catalog)) = memo.as_ref() {
+            if *fp == fingerprint {
+                state
+                    .metrics
+                    .catalog_lookups_total
+                    .with_label_values(&["hit"])
+                    .inc();
+                return catalog.clone();
+            }
+        }
+    }
+    state
+        .metrics
+        .catalog_lookups_total
+        .with_label_values(&["miss"])
+        .inc();
+    for l in &lists {
+        let up = if matches!(l.status, ListStatus::Missing) {
+            0
+        } else {
+            1
+        };
+        state
+            .metrics
+            .upstream_up
+            .with_label_values(&[&l.upstream])
+            .set(up);
+    }
+    let catalog = Arc::new(merge(
+        &cx.route.upstreams,
+        &lists,
+        &cx.route.naming,
+        &cx.route.filter,
+    ));
+    for d in &catalog.dropped {
+        tracing::warn!(upstream = %d.upstream, tool = %d.tool, reason = %d.reason, "upstream tool left out of the catalog");
+        state
+            .metrics
+            .tools_dropped_total
+            .with_label_values(&[&d.upstream, "invalid"])
+            .inc();
+    }
+    for id in &catalog.degraded {
+        tracing::warn!(upstream = %id, route = %cx.route.path, "upstream degraded: serving its last good list or none");
+    }
+    for u in &entries {
+        let n = catalog.tools.iter().filter(|t| t.upstream == u.id).count();
+        state
+            .metrics
+            .upstream_tools
+            .with_label_values(&[&u.id])
+            .set(n as i64);
+    }
+    if let Ok(mut memo) = cx.route.merged.lock() {
+        *memo = Some((fingerprint, catalog.clone()));
+    }
+    catalog
+}
+
+pub async fn list(
+    cx: &Cx<'_>,
+    id: &Id,
+    params: Option<&RawParams>,
+    client: &ClientSide,
+) -> Result<Response<Body>, GatewayError> {
+    let cursor = param_str(params, "cursor")?;
+    let catalog = route_catalog(cx).await;
+    let start = match cursor {
+        None => 0,
+        Some(c) => cursor::decode(&cx.state.sealer, &c, catalog.version).map_err(|_| {
+            GatewayError::InvalidParams(
+                "cursor is invalid or from an older catalog; list again without a cursor".into(),
+            )
+        })?,
+    };
+    let (tools, next) = catalog.page(start, cx.state.config.catalog.page_size);
+    let mut out = Vec::with_capacity(tools.len() + 256);
+    out.extend_from_slice(b"{\"tools\":");
+    out.extend_from_slice(&tools);
+    if let Some(next) = next {
+        let c = cursor::encode(&cx.state.sealer, catalog.version, next);
+        out.extend_from_slice(b",\"nextCursor\":");
+        out.extend_from_slice(&serde_json::to_vec(&c).unwrap_or_default());
+    }
+    let mut result_meta = Map::new();
+    if !catalog.degraded.is_empty() {
+        result_meta.insert(
+            meta::GATEWAY_DEGRADED.into(),
+            Value::from(catalog.degraded.clone()),
+        );
+    }
+    if client.is_modern() {
+        let scope = if catalog.public { "public" } else { "private" };
+        out.extend_from_slice(
+            format!(
+                ",\"resultType\":\"complete\",\"ttlMs\":{},\"cacheScope\":\"{scope}\"",
+                catalog.ttl_ms
+            )
+            .as_bytes(),
+        );
+        result_meta.insert(meta::SERVER_INFO.into(), server_info());
+    }
+    if !result_meta.is_empty() {
+        out.extend_from_slice(b",\"_meta\":");
+        out.extend_from_slice(&serde_json::to_vec(&result_meta).unwrap_or_default());
+    }
+    out.push(b'}');
+    let raw = RawValue::from_string(String::from_utf8_lossy(&out).into_owned()).map_err(|e| {
+        GatewayError::Unsupported(format!("could not build the tools/list result: {e}"))
+    })?;
+    Ok(response::json(StatusCode::OK, result_bytes(id, &raw)))
+}
+
+/// Gateway-owned `_meta` keys that describe the client to the gateway and are
+/// re-stated by the upstream client, not copied.
+fn forwarded_meta(params: &RawParams) -> Vec<(String, Box<RawValue>)> {
+    let Some(raw) = params.get("_meta") else {
+        return Vec::new();
+    };
+    let Ok(m) =
+        serde_json::from_str::<std::collections::BTreeMap<String, Box<RawValue>>>(raw.get())
+    else {
+        return Vec::new();
+    };
+    m.into_iter()
+        .filter(|(k, _)| {
+            k != meta::PROTOCOL_VERSION && k != meta::CLIENT_CAPABILITIES && k != meta::CLIENT_INFO
+        })
+        .collect()
+}
+
+fn unknown_tool(cx: &Cx<'_>, catalog: &Catalog, name: &str) -> GatewayError {
+    // A prefixed name of an upstream that is down is an availability problem,
+    // not a typo: say so.
+    let sep = &cx.route.naming.separator;
+    if let Some((upstream, _)) = name.split_once(sep.as_str()) {
+        if catalog.degraded.iter().any(|d| d == upstream) {
+            return GatewayError::UpstreamUnavailable {
+                upstream: upstream.to_owned(),
+                detail: format!("its tool list could not be fetched, so {name:?} cannot be routed"),
+            };
+        }
+    }
+    GatewayError::InvalidParams(format!("unknown tool: {name}"))
+}
+
+pub async fn call(
+    cx: &Cx<'_>,
+    id: &Id,
+    params: Option<RawParams>,
+    client: &ClientSide,
+) -> Result<Response<Body>, GatewayError> {
+    let params = params.unwrap_or_default();
+    let name = param_str(Some(&params), "name")?
+        .ok_or_else(|| GatewayError::InvalidParams("tools/call needs params.name".into()))?;
+    let catalog = route_catalog(cx).await;
+    let tool = catalog
+        .resolve(&name)
+        .ok_or_else(|| unknown_tool(cx, &catalog, &name))?;
+    let upstream = cx
+        .state
+        .upstreams
+        .get(&tool.upstream)
+        .ok_or_else(|| GatewayError::InvalidParams(format!("unknown tool: {name}")))?;
+
+    let received: Vec<(String, String)> = cx
+        .headers
+        .iter()
+        .filter(|(k, _)| k.as_str().starts_with("mcp-param-"))
+        .map(|(k, v)| {
+            (
+                k.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let arguments: Option<Value> = if tool.header_params.is_empty() && received.is_empty() {
+        None
+    } else {
+        match params.get("arguments") {
+            None => None,
+            Some(raw) => Some(serde_json::from_str(raw.get()).map_err(|_| {
+                GatewayError::InvalidParams("params.arguments must be an object".into())
+            })?),
+        }
+    };
+    if client.is_modern() {
+        xmcp::check(&tool.header_params, arguments.as_ref(), &received)
+            .map_err(GatewayError::HeaderMismatch)?;
+    }
+    let param_headers = if upstream.is_http {
+        xmcp::extract(&tool.header_params, arguments.as_ref())
+            .map_err(|e| GatewayError::InvalidParams(e.to_string()))?
+    } else {
+        Vec::new()
+    };
+
+    let upstream_params = upstream_params(cx, tool, &params)?;
+    let request = UpstreamRequest {
+        method: "tools/call".into(),
+        params: upstream_params,
+        meta: forwarded_meta(&params),
+        client_capabilities: serde_json::value::to_raw_value(client.capabilities()).ok(),
+        param_headers,
+        forward_headers: junction_policy::forwardable_headers(
+            cx.headers,
+            &cx.state.config.headers.forward,
+        ),
+        timeout: None,
+    };
+    let upstream_id = tool.upstream.clone();
+    let tool_label = tool.exposed.clone();
+    let metrics = cx.state.metrics.clone();
+    let outcome = |o: &str| {
+        metrics
+            .tool_calls_total
+            .with_label_values(&[&upstream_id, &tool_label, o])
+            .inc()
+    };
+
+    let mut stream = match upstream.client.request(request).await {
+        Ok(s) => s,
+        Err(e) => {
+            let e = GatewayError::from_upstream(&upstream_id, e);
+            outcome(e.outcome());
+            return Err(e);
+        }
+    };
+    let finish = Finisher {
+        modern: client.is_modern(),
+        sealer: cx.state.sealer.clone(),
+        principal: cx.principal.clone(),
+        upstream: upstream_id.clone(),
+        target: tool.exposed.clone(),
+        ttl_ms: cx.state.config.request_state.ttl.as_millis() as u64,
+    };
+    let sse_ok = cx.accepts_sse();
+    loop {
+        match stream.next().await {
+            None => {
+                let e = GatewayError::UpstreamProtocol {
+                    upstream: upstream_id.clone(),
+                    detail: "response ended without a result".into(),
+                };
+                outcome(e.outcome());
+                return Err(e);
+            }
+            Some(Err(e)) => {
+                let e = GatewayError::from_upstream(&upstream_id, e);
+                outcome(e.outcome());
+                return Err(e);
+            }
+            Some(Ok(UpstreamEvent::Result(raw))) => {
+                let raw = finish.result(raw)?;
+                outcome("ok");
+                return Ok(response::json(StatusCode::OK, result_bytes(id, &raw)));
+            }
+            Some(Ok(UpstreamEvent::Error(err))) => {
+                outcome("upstream_error");
+                return Ok(response::json(StatusCode::OK, error_bytes(Some(id), &err)));
+            }
+            Some(Ok(UpstreamEvent::Notification(n))) => {
+                if !sse_ok {
+                    continue; // a client that takes no SSE gets the final result only
+                }
+                // Switch to streaming: relay this and every later message as it comes.
+                let (tx, rx) = mpsc::channel::<Bytes>(32);
+                let _ = tx.send(response::sse_event(n.get().as_bytes())).await;
+                let id = id.clone();
+                tokio::spawn(async move {
+                    loop {
+                        let msg = match stream.next().await {
+                            Some(Ok(UpstreamEvent::Notification(n))) => {
+                                if tx
+                                    .send(response::sse_event(n.get().as_bytes()))
+                                    .await
+                                    .is_err()
+                                {
+                                    return; // client went away: dropping `stream` cancels upstream
+                                }
+                                continue;
+                            }
+                            Some(Ok(UpstreamEvent::Result(raw))) => match finish.result(raw) {
+                                Ok(raw) => {
+                                    metrics
+                                        .tool_calls_total
+                                        .with_label_values(&[&upstream_id, &tool_label, "ok"])
+                                        .inc();
+                                    result_bytes(&id, &raw)
+                                }
+                                Err(e) => error_bytes(Some(&id), &e.render().1),
+                            },
+                            Some(Ok(UpstreamEvent::Error(err))) => error_bytes(Some(&id), &err),
+                            Some(Err(e)) => error_bytes(
+                                Some(&id),
+                                &GatewayError::from_upstream(&upstream_id, e).render().1,
+                            ),
+                            None => {
+                                let e = GatewayError::UpstreamProtocol {
+                                    upstream: upstream_id.clone(),
+                                    detail: "stream ended without a result".into(),
+                                };
+                                error_bytes(Some(&id), &e.render().1)
+                            }
+                        };
+                        let _ = tx.send(response::sse_event(&msg)).await;
+                        return;
+                    }
+                });
+                return Ok(response::sse(rx));
+            }
+        }
+    }
+}
+
+/// Params for the upstream: the original tool name, the client's own state
+/// unwrapped from Junction's envelope, everything else byte for byte.
+fn upstream_params(
+    cx: &Cx<'_>,
+    tool: &ExposedTool,
+    params: &RawParams,
+) -> Result<RawParams, GatewayError> {
+    let mut out = RawParams::new();
+    for (k, v) in params {
+        match k.as_str() {
+            "_meta" => {}
+            "name" => {
+                let raw = serde_json::value::to_raw_value(&tool.original)
+                    .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
+                out.insert(k.clone(), raw);
+            }
+            "requestState" => {
+                let token: String = serde_json::from_str(v.get()).map_err(|_| {
+                    GatewayError::InvalidParams("requestState must be a string".into())
+                })?;
+                let inner = envelope::unwrap(
+                    &cx.state.sealer,
+                    &token,
+                    &cx.principal,
+                    &tool.upstream,
+                    &tool.exposed,
+                )
+                .map_err(|e| GatewayError::InvalidParams(e.into()))?;
+                let raw = RawValue::from_string(inner)
+                    .map_err(|_| GatewayError::InvalidParams("requestState is invalid".into()))?;
+                out.insert(k.clone(), raw);
+            }
+            _ => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Turns an upstream result into the client's: `resultType` added where a
+/// handshake-era upstream left it out, an `input_required` state sealed in
+/// Junction's envelope, and results the client cannot read refused.
+#[derive(Clone)]
+struct Finisher {
+    modern: bool,
+    sealer: junction_protocol::seal::Sealer,
+    principal: String,
+    upstream: String,
+    target: String,
+    ttl_ms: u64,
+}
+
+#[derive(Deserialize)]
+struct ResultHead<'a> {
+    #[serde(rename = "resultType", borrow, default)]
+    result_type: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl Finisher {
+    fn result(&self, raw: Box<RawValue>) -> Result<Box<RawValue>, GatewayError> {
+        let head: ResultHead<'_> =
+            serde_json::from_str(raw.get()).map_err(|_| GatewayError::UpstreamProtocol {
+                upstream: self.upstream.clone(),
+                detail: "result is not a JSON object".into(),
+            })?;
+        match head.result_type.as_deref() {
+            None => {
+                if self.modern {
+                    add_complete(&raw).ok_or_else(|| GatewayError::UpstreamProtocol {
+                        upstream: self.upstream.clone(),
+                        detail: "result is not a JSON object".into(),
+                    })
+                } else {
+                    Ok(raw)
+                }
+            }
+            Some("complete") => Ok(raw),
+            Some("input_required") if self.modern => self.seal_state(&raw),
+            Some("input_required") => Err(GatewayError::Unsupported(format!(
+                "upstream {} asks for client input (InputRequiredResult), which cannot be relayed to a handshake-era client yet",
+                self.upstream
+            ))),
+            Some(other) => Err(GatewayError::UpstreamProtocol {
+                upstream: self.upstream.clone(),
+                detail: format!("resultType {other:?} belongs to an extension this client did not negotiate"),
+            }),
+        }
+    }
+
+    fn seal_state(&self, raw: &RawValue) -> Result<Box<RawValue>, GatewayError> {
+        let mut members: std::collections::BTreeMap<String, Box<RawValue>> =
+            serde_json::from_str(raw.get()).map_err(|_| GatewayError::UpstreamProtocol {
+                upstream: self.upstream.clone(),
+                detail: "input_required result is not a JSON object".into(),
+            })?;
+        if let Some(state) = members.get("requestState") {
+            let token = envelope::wrap(
+                &self.sealer,
+                &self.principal,
+                &self.upstream,
+                &self.target,
+                state.get(),
+                self.ttl_ms,
+            );
+            let raw = serde_json::value::to_raw_value(&token)
+                .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
+            members.insert("requestState".into(), raw);
+        }
+        serde_json::value::to_raw_value(&members)
+            .map_err(|e| GatewayError::Unsupported(e.to_string()))
+    }
+}
+
+/// `{"resultType":"complete", ...rest}` without re-serializing the rest.
+fn add_complete(raw: &RawValue) -> Option<Box<RawValue>> {
+    let text = raw.get().trim_start();
+    let rest = text.strip_prefix('{')?.trim_start();
+    let out = if rest.starts_with('}') {
+        "{\"resultType\":\"complete\"}".to_owned()
+    } else {
+        format!("{{\"resultType\":\"complete\",{rest}")
+    };
+    RawValue::from_string(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn add_complete_keeps_members_byte_for_byte() {
+        let raw =
+            RawValue::from_string(r#"{"content":[{"type":"text","text":"x  y"}]}"#.into()).unwrap();
+        assert_eq!(
+            add_complete(&raw).unwrap().get(),
+            r#"{"resultType":"complete","content":[{"type":"text","text":"x  y"}]}"#
+        );
+        let empty = RawValue::from_string("{ }".into()).unwrap();
+        assert_eq!(
+            add_complete(&empty).unwrap().get(),
+            r#"{"resultType":"complete"}"#
+        );
+        let not_obj = RawValue::from_string("[1]".into()).unwrap();
+        assert!(add_complete(&not_obj).is_none());
+    }
+}
+
+/// The merged catalog of one route, for `junction catalog` and admin use.
+pub async fn route_catalog_for(state: &crate::state::State, path: &str) -> Option<Arc<Catalog>> {
+    let route = state.routes.get(path)?;
+    let headers = http::HeaderMap::new();
+    let cx = Cx {
+        state,
+        route,
+        headers: &headers,
+        principal: String::new(),
+    };
+    Some(route_catalog(&cx).await)
+}
