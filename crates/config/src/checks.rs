@@ -10,7 +10,8 @@ pub(crate) fn is_valid_upstream_id(s: &str) -> bool {
     !b.is_empty()
         && b.len() <= 32
         && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
 }
 
 /// Characters of MCP tool names (`[A-Za-z0-9_.-]`).
@@ -60,7 +61,10 @@ pub(crate) fn http_url(ctx: &mut Ctx, path: &str, s: &str, allow_query: bool) ->
         return fail(ctx, "missing host");
     };
     if authority.as_str().contains('@') {
-        return fail(ctx, "credentials in the URL would end up in logs; use bearer_token_env or headers");
+        return fail(
+            ctx,
+            "credentials in the URL would end up in logs; use bearer_token_env or headers",
+        );
     }
     if authority.host().is_empty() {
         return fail(ctx, "missing host");
@@ -76,14 +80,26 @@ pub(crate) fn http_url(ctx: &mut Ctx, path: &str, s: &str, allow_query: bool) ->
 fn managed_by_junction(name: &str) -> bool {
     matches!(
         name,
-        "host" | "content-length" | "content-type" | "content-encoding" | "accept" | "accept-encoding" | "last-event-id"
+        "host"
+            | "content-length"
+            | "content-type"
+            | "content-encoding"
+            | "accept"
+            | "accept-encoding"
+            | "last-event-id"
     ) || name.starts_with("mcp-")
 }
 
 fn hop_by_hop(name: &str) -> bool {
     matches!(
         name,
-        "connection" | "keep-alive" | "proxy-connection" | "te" | "trailer" | "transfer-encoding" | "upgrade"
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
     )
 }
 
@@ -133,11 +149,17 @@ pub(crate) fn upstream_header(
 ) -> Option<(String, String)> {
     let lower = header_name(ctx, path, name)?;
     if hop_by_hop(&lower) {
-        ctx.err(path, format!("{name:?} is a hop-by-hop header and cannot be configured"));
+        ctx.err(
+            path,
+            format!("{name:?} is a hop-by-hop header and cannot be configured"),
+        );
         return None;
     }
     if managed_by_junction(&lower) {
-        ctx.err(path, format!("Junction sets {name:?} itself on upstream requests"));
+        ctx.err(
+            path,
+            format!("Junction sets {name:?} itself on upstream requests"),
+        );
         return None;
     }
     if has_bearer && lower == "authorization" {
@@ -148,7 +170,10 @@ pub(crate) fn upstream_header(
         return None;
     }
     if http::HeaderValue::from_str(value).is_err() {
-        ctx.err(path, "header value must be visible ASCII (no control characters or newlines)");
+        ctx.err(
+            path,
+            "header value must be visible ASCII (no control characters or newlines)",
+        );
         return None;
     }
     Some((lower, value.to_owned()))
@@ -161,7 +186,10 @@ pub(crate) fn env_name(ctx: &mut Ctx, path: &str, name: &str) -> bool {
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if !ok {
-        ctx.err(path, format!("{name:?} is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)"));
+        ctx.err(
+            path,
+            format!("{name:?} is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)"),
+        );
     }
     ok
 }
@@ -172,10 +200,24 @@ mod tests {
 
     #[test]
     fn upstream_ids() {
-        for ok in ["a", "alpha", "0", "crm-2", "a234567890123456789012345678901b"] {
+        for ok in [
+            "a",
+            "alpha",
+            "0",
+            "crm-2",
+            "a234567890123456789012345678901b",
+        ] {
             assert!(is_valid_upstream_id(ok), "{ok}");
         }
-        for bad in ["", "-a", "Alpha", "a_b", "a.b", "a234567890123456789012345678901bc", "é"] {
+        for bad in [
+            "",
+            "-a",
+            "Alpha",
+            "a_b",
+            "a.b",
+            "a234567890123456789012345678901bc",
+            "é",
+        ] {
             assert!(!is_valid_upstream_id(bad), "{bad}");
         }
     }
@@ -186,7 +228,14 @@ mod tests {
         assert!(http_url(&mut ctx, "p", "http://127.0.0.1:8101/mcp", true).is_some());
         assert!(http_url(&mut ctx, "p", "https://[::1]/mcp?x=1", true).is_some());
         assert!(ctx.errors.is_empty());
-        for bad in ["ftp://x/", "/mcp", "http://x/#frag", "http://u:p@x/", "not a url", "http:///x"] {
+        for bad in [
+            "ftp://x/",
+            "/mcp",
+            "http://x/#frag",
+            "http://u:p@x/",
+            "not a url",
+            "http:///x",
+        ] {
             let mut ctx = Ctx::new(&[]);
             assert!(http_url(&mut ctx, "p", bad, true).is_none(), "{bad}");
             assert_eq!(ctx.errors.len(), 1, "{bad}");
@@ -198,8 +247,19 @@ mod tests {
     #[test]
     fn forwardable_headers() {
         let mut ctx = Ctx::new(&[]);
-        assert_eq!(forwardable_header(&mut ctx, "p", "TraceParent").as_deref(), Some("traceparent"));
-        for bad in ["Authorization", "cookie", "Proxy-Foo", "Connection", "TE", "mcp-name", "bad header"] {
+        assert_eq!(
+            forwardable_header(&mut ctx, "p", "TraceParent").as_deref(),
+            Some("traceparent")
+        );
+        for bad in [
+            "Authorization",
+            "cookie",
+            "Proxy-Foo",
+            "Connection",
+            "TE",
+            "mcp-name",
+            "bad header",
+        ] {
             assert!(forwardable_header(&mut ctx, "p", bad).is_none(), "{bad}");
         }
     }

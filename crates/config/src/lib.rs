@@ -49,7 +49,13 @@ const SECTIONS: &[&str] = &[
 pub fn load(path: &Path, env: &[(String, String)]) -> Result<Config, ConfigErrors> {
     let yaml = std::fs::read_to_string(path)
         .map_err(|e| ConfigErrors::single("", format!("cannot read {}: {e}", path.display())))?;
-    load_str(&yaml, env)
+    load_str(&yaml, env).map_err(|mut errors| {
+        // Whole-document problems (YAML syntax) have no key path; name the file.
+        for e in errors.errors.iter_mut().filter(|e| e.path.is_empty()) {
+            e.message = format!("{}: {}", path.display(), e.message);
+        }
+        errors
+    })
 }
 
 /// Validate a YAML document, then apply `env` overrides.

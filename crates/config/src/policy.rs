@@ -12,7 +12,12 @@ use crate::walk::{parse_duration, Ctx, Obj};
 
 pub(crate) fn auth(ctx: &mut Ctx, v: Option<&Value>, public_url: &str) -> Option<AuthConfig> {
     let v = v.filter(|v| !v.is_null())?;
-    let o = Obj::new(ctx, Some(v), "auth", &["jwt", "authorization_servers", "scopes_supported", "rules"]);
+    let o = Obj::new(
+        ctx,
+        Some(v),
+        "auth",
+        &["jwt", "authorization_servers", "scopes_supported", "rules"],
+    );
     if !matches!(v, Value::Object(_)) {
         return None;
     }
@@ -20,7 +25,10 @@ pub(crate) fn auth(ctx: &mut Ctx, v: Option<&Value>, public_url: &str) -> Option
         let path = o.key_path("jwt");
         jwt(ctx, o.get("jwt"), &path, public_url)
     } else {
-        ctx.err(&o.key_path("jwt"), "required when `auth` is set: {issuer, jwks_url | jwks_file}");
+        ctx.err(
+            &o.key_path("jwt"),
+            "required when `auth` is set: {issuer, jwks_url | jwks_file}",
+        );
         None
     };
     let authorization_servers = match o.strings(ctx, "authorization_servers") {
@@ -28,7 +36,10 @@ pub(crate) fn auth(ctx: &mut Ctx, v: Option<&Value>, public_url: &str) -> Option
             .into_iter()
             .filter_map(|(p, s)| checks::http_url(ctx, &p, &s, false).map(|_| s))
             .collect(),
-        None => jwt.as_ref().map(|j: &JwtConfig| vec![j.issuer.clone()]).unwrap_or_default(),
+        None => jwt
+            .as_ref()
+            .map(|j: &JwtConfig| vec![j.issuer.clone()])
+            .unwrap_or_default(),
     };
     let scopes_supported = scopes(ctx, &o, "scopes_supported");
     let rules = o
@@ -45,7 +56,10 @@ pub(crate) fn auth(ctx: &mut Ctx, v: Option<&Value>, public_url: &str) -> Option
                 .filter_map(|(p, g)| checks::glob(ctx, &p, &g).map(|_| g))
                 .collect();
             if !r.has("tools") {
-                ctx.err(&r.key_path("tools"), "required: globs over exposed tool names this rule grants");
+                ctx.err(
+                    &r.key_path("tools"),
+                    "required: globs over exposed tool names this rule grants",
+                );
             }
             (!tools.is_empty()).then_some(AuthRule { scopes, tools })
         })
@@ -59,12 +73,20 @@ pub(crate) fn auth(ctx: &mut Ctx, v: Option<&Value>, public_url: &str) -> Option
 }
 
 fn jwt(ctx: &mut Ctx, v: Option<&Value>, path: &str, public_url: &str) -> Option<JwtConfig> {
-    let o = Obj::new(ctx, v, path, &["issuer", "audiences", "jwks_url", "jwks_file", "leeway"]);
+    let o = Obj::new(
+        ctx,
+        v,
+        path,
+        &["issuer", "audiences", "jwks_url", "jwks_file", "leeway"],
+    );
     let issuer = o.required(ctx, "issuer");
     let audiences = match o.strings(ctx, "audiences") {
         Some(list) => {
             if list.is_empty() {
-                ctx.err(&o.key_path("audiences"), "list at least one audience, or leave it out for server.public_url");
+                ctx.err(
+                    &o.key_path("audiences"),
+                    "list at least one audience, or leave it out for server.public_url",
+                );
             }
             list.into_iter()
                 .filter_map(|(p, s)| {
@@ -84,7 +106,9 @@ fn jwt(ctx: &mut Ctx, v: Option<&Value>, path: &str, public_url: &str) -> Option
             o.nonempty(ctx, "jwks_url")
                 .and_then(|u| checks::http_url(ctx, &p, &u, true).map(|_| JwksSource::Url(u)))
         }
-        (false, true) => o.nonempty(ctx, "jwks_file").map(|f| JwksSource::File(PathBuf::from(f))),
+        (false, true) => o
+            .nonempty(ctx, "jwks_file")
+            .map(|f| JwksSource::File(PathBuf::from(f))),
         _ => {
             ctx.err(path, "set exactly one of `jwks_url` and `jwks_file`");
             None
@@ -105,7 +129,9 @@ fn scopes(ctx: &mut Ctx, o: &Obj, key: &str) -> Vec<String> {
         .unwrap_or_default()
         .into_iter()
         .filter_map(|(p, s)| {
-            let ok = !s.is_empty() && s.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\');
+            let ok = !s.is_empty()
+                && s.bytes()
+                    .all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\');
             if !ok {
                 ctx.err(&p, format!("{s:?} is not a valid OAuth scope"));
             }
@@ -115,22 +141,41 @@ fn scopes(ctx: &mut Ctx, o: &Obj, key: &str) -> Vec<String> {
 }
 
 const RATE_KEYS: &[&str] = &["principal", "upstream", "tool", "route", "client_ip"];
-const RATE_KEY_VALUES: [RateKey; 5] = [RateKey::Principal, RateKey::Upstream, RateKey::Tool, RateKey::Route, RateKey::ClientIp];
+const RATE_KEY_VALUES: [RateKey; 5] = [
+    RateKey::Principal,
+    RateKey::Upstream,
+    RateKey::Tool,
+    RateKey::Route,
+    RateKey::ClientIp,
+];
 
 pub(crate) fn rate_limits(ctx: &mut Ctx, v: Option<&Value>) -> Option<RateLimitConfig> {
     let v = v.filter(|v| !v.is_null())?;
-    let o = Obj::new(ctx, Some(v), "rate_limits", &["backend", "redis_url", "failure_mode", "rules"]);
+    let o = Obj::new(
+        ctx,
+        Some(v),
+        "rate_limits",
+        &["backend", "redis_url", "failure_mode", "rules"],
+    );
     let redis_url = o.nonempty(ctx, "redis_url");
     let backend = match o.choice(ctx, "backend", &["local", "redis"]) {
         Some(1) => match redis_url {
             None => {
-                ctx.err(&o.key_path("redis_url"), "required with backend: redis, e.g. redis://127.0.0.1:6379");
+                ctx.err(
+                    &o.key_path("redis_url"),
+                    "required with backend: redis, e.g. redis://127.0.0.1:6379",
+                );
                 None
             }
             Some(url) => {
-                let ok = ["redis://", "rediss://"].iter().any(|s| url.starts_with(s) && url.len() > s.len());
+                let ok = ["redis://", "rediss://"]
+                    .iter()
+                    .any(|s| url.starts_with(s) && url.len() > s.len());
                 if !ok {
-                    ctx.err(&o.key_path("redis_url"), format!("{url:?}: expected redis://host:port or rediss://host:port"));
+                    ctx.err(
+                        &o.key_path("redis_url"),
+                        format!("{url:?}: expected redis://host:port or rediss://host:port"),
+                    );
                 }
                 ok.then_some(RateLimitBackend::Redis { url })
             }
@@ -161,8 +206,18 @@ pub(crate) fn rate_limits(ctx: &mut Ctx, v: Option<&Value>) -> Option<RateLimitC
     })
 }
 
-fn rate_rule(ctx: &mut Ctx, path: &str, item: &Value, names: &mut Vec<(String, String)>) -> Option<RateLimitRule> {
-    let o = Obj::new(ctx, Some(item), path, &["name", "key", "rate", "per", "burst", "methods"]);
+fn rate_rule(
+    ctx: &mut Ctx,
+    path: &str,
+    item: &Value,
+    names: &mut Vec<(String, String)>,
+) -> Option<RateLimitRule> {
+    let o = Obj::new(
+        ctx,
+        Some(item),
+        path,
+        &["name", "key", "rate", "per", "burst", "methods"],
+    );
     let name = o.required(ctx, "name").and_then(|n| {
         let p = o.key_path("name");
         if !n.chars().all(checks::is_name_char) || n.len() > 64 {
@@ -179,9 +234,17 @@ fn rate_rule(ctx: &mut Ctx, path: &str, item: &Value, names: &mut Vec<(String, S
     let mut key = Vec::new();
     for (p, k) in o.strings(ctx, "key").unwrap_or_default() {
         match RATE_KEYS.iter().position(|c| *c == k) {
-            Some(i) if key.contains(&RATE_KEY_VALUES[i]) => ctx.err(&p, format!("{k:?} listed twice")),
+            Some(i) if key.contains(&RATE_KEY_VALUES[i]) => {
+                ctx.err(&p, format!("{k:?} listed twice"))
+            }
             Some(i) => key.push(RATE_KEY_VALUES[i]),
-            None => ctx.err(&p, format!("unknown key {k:?}, expected one of: {}", RATE_KEYS.join(", "))),
+            None => ctx.err(
+                &p,
+                format!(
+                    "unknown key {k:?}, expected one of: {}",
+                    RATE_KEYS.join(", ")
+                ),
+            ),
         }
     }
     if !o.has("rate") {
@@ -202,12 +265,19 @@ fn rate_rule(ctx: &mut Ctx, path: &str, item: &Value, names: &mut Vec<(String, S
             Some(d)
         }),
     };
-    let burst = if o.has("burst") { o.int(ctx, "burst", 1, u64::from(u32::MAX)) } else { rate };
+    let burst = if o.has("burst") {
+        o.int(ctx, "burst", 1, u64::from(u32::MAX))
+    } else {
+        rate
+    };
     let methods = match o.strings(ctx, "methods") {
         None => vec!["tools/call".to_owned()],
         Some(list) => {
             if list.is_empty() {
-                ctx.err(&o.key_path("methods"), "list at least one method, or leave it out for [tools/call]");
+                ctx.err(
+                    &o.key_path("methods"),
+                    "list at least one method, or leave it out for [tools/call]",
+                );
             }
             list.into_iter()
                 .filter_map(|(p, m)| {
@@ -233,7 +303,9 @@ fn rate_rule(ctx: &mut Ctx, path: &str, item: &Value, names: &mut Vec<(String, S
 pub(crate) fn headers(ctx: &mut Ctx, v: Option<&Value>) -> HeadersConfig {
     let o = Obj::new(ctx, v, "headers", &["forward", "allowed_origins"]);
     let forward = match o.strings(ctx, "forward") {
-        None => ["traceparent", "tracestate", "baggage"].map(str::to_owned).to_vec(),
+        None => ["traceparent", "tracestate", "baggage"]
+            .map(str::to_owned)
+            .to_vec(),
         Some(list) => {
             let mut out: Vec<String> = Vec::new();
             for (p, name) in list {
@@ -265,9 +337,15 @@ fn origin(ctx: &mut Ctx, path: &str, s: &str) -> Option<String> {
     }
     let uri = checks::http_url(ctx, path, s, false)?;
     if !matches!(uri.path(), "" | "/") {
-        ctx.err(path, format!("{s:?}: an origin is scheme://host[:port], without a path"));
+        ctx.err(
+            path,
+            format!("{s:?}: an origin is scheme://host[:port], without a path"),
+        );
         return None;
     }
     let authority = uri.authority().map(|a| a.as_str().to_ascii_lowercase())?;
-    Some(format!("{}://{authority}", uri.scheme_str().unwrap_or("http")))
+    Some(format!(
+        "{}://{authority}",
+        uri.scheme_str().unwrap_or("http")
+    ))
 }

@@ -1,6 +1,5 @@
 //! `routes`: endpoint paths, each over a set of upstreams with name filters.
 
-
 use crate::checks;
 use crate::types::RouteConfig;
 use crate::walk::{Ctx, Obj};
@@ -37,7 +36,10 @@ pub(crate) fn routes(ctx: &mut Ctx, root: &Obj, ids: &[String]) -> Vec<RouteConf
                 return None;
             }
             if let Some((_, first)) = seen.iter().find(|(s, _)| *s == p) {
-                ctx.err(&key, format!("duplicate route path {p:?} (first used at {first})"));
+                ctx.err(
+                    &key,
+                    format!("duplicate route path {p:?} (first used at {first})"),
+                );
                 return None;
             }
             seen.push((p.clone(), key));
@@ -123,7 +125,8 @@ fn resolve_upstreams(ctx: &mut Ctx, o: &Obj, ids: &[String]) -> Option<Vec<Strin
     let resolved: Vec<String> = ids
         .iter()
         .zip(selected)
-        .filter_map(|(id, s)| s.then(|| id.clone()))
+        .filter(|(_, s)| *s)
+        .map(|(id, _)| id.clone())
         .collect();
     if resolved.is_empty() && !ids.is_empty() {
         ctx.err(&o.key_path("upstreams"), "matches no configured upstream");
@@ -139,4 +142,3 @@ fn globs(ctx: &mut Ctx, o: &Obj, key: &str) -> Vec<String> {
         .filter_map(|(path, pattern)| checks::glob(ctx, &path, &pattern).map(|_| pattern))
         .collect()
 }
-

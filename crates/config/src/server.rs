@@ -14,14 +14,22 @@ use crate::walk::{Ctx, Obj};
 const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
 pub(crate) fn server(ctx: &mut Ctx, v: Option<&Value>) -> ServerConfig {
-    let o = Obj::new(ctx, v, "server", &["listen", "public_url", "tls", "shutdown_grace"]);
+    let o = Obj::new(
+        ctx,
+        v,
+        "server",
+        &["listen", "public_url", "tls", "shutdown_grace"],
+    );
     let fallback: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 8080));
     let listen = match o.string(ctx, "listen") {
         None => DEFAULT_LISTEN.parse().unwrap_or(fallback),
         Some(s) => match s.trim().parse::<SocketAddr>() {
             Ok(a) => a,
             Err(_) => {
-                ctx.err(&o.key_path("listen"), format!("{s:?} is not IP:port, e.g. 127.0.0.1:8080 or [::1]:8080"));
+                ctx.err(
+                    &o.key_path("listen"),
+                    format!("{s:?} is not IP:port, e.g. 127.0.0.1:8080 or [::1]:8080"),
+                );
                 fallback
             }
         },
@@ -63,7 +71,10 @@ pub(crate) fn tools(ctx: &mut Ctx, v: Option<&Value>) -> ToolsConfig {
         Some(s) => {
             let path = o.key_path("separator");
             if s.is_empty() || s.chars().count() > 4 || !s.chars().all(checks::is_name_char) {
-                ctx.err(&path, format!("{s:?}: must be 1 to 4 characters of [A-Za-z0-9_.-]"));
+                ctx.err(
+                    &path,
+                    format!("{s:?}: must be 1 to 4 characters of [A-Za-z0-9_.-]"),
+                );
             } else if !s.chars().any(|c| matches!(c, '_' | '.' | 'A'..='Z')) {
                 // Ids are [a-z0-9-]: a separator made only of those chars
                 // could also occur inside an id, and `a-b` + `-` + `x` would
@@ -81,19 +92,35 @@ pub(crate) fn tools(ctx: &mut Ctx, v: Option<&Value>) -> ToolsConfig {
 }
 
 pub(crate) fn catalog(ctx: &mut Ctx, v: Option<&Value>) -> CatalogConfig {
-    let o = Obj::new(ctx, v, "catalog", &["list_deadline", "max_pages", "page_size"]);
+    let o = Obj::new(
+        ctx,
+        v,
+        "catalog",
+        &["list_deadline", "max_pages", "page_size"],
+    );
     CatalogConfig {
         list_deadline: o.duration(ctx, "list_deadline", Duration::from_secs(5)),
-        max_pages: o.int(ctx, "max_pages", 1, u64::from(u32::MAX)).map_or(32, |n| n as u32),
-        page_size: o.int(ctx, "page_size", 1, 10_000).map_or(200, |n| n as usize),
+        max_pages: o
+            .int(ctx, "max_pages", 1, u64::from(u32::MAX))
+            .map_or(32, |n| n as u32),
+        page_size: o
+            .int(ctx, "page_size", 1, 10_000)
+            .map_or(200, |n| n as usize),
     }
 }
 
 pub(crate) fn limits(ctx: &mut Ctx, v: Option<&Value>) -> LimitsConfig {
-    let o = Obj::new(ctx, v, "limits", &["max_body_bytes", "max_header_count", "max_header_bytes"]);
+    let o = Obj::new(
+        ctx,
+        v,
+        "limits",
+        &["max_body_bytes", "max_header_count", "max_header_bytes"],
+    );
     LimitsConfig {
         max_body_bytes: o.size(ctx, "max_body_bytes", 4 * 1024 * 1024),
-        max_header_count: o.int(ctx, "max_header_count", 1, 10_000).map_or(100, |n| n as usize),
+        max_header_count: o
+            .int(ctx, "max_header_count", 1, 10_000)
+            .map_or(100, |n| n as usize),
         max_header_bytes: o.size(ctx, "max_header_bytes", 16 * 1024),
     }
 }
@@ -101,7 +128,11 @@ pub(crate) fn limits(ctx: &mut Ctx, v: Option<&Value>) -> LimitsConfig {
 /// Minimum key length for sealing requestState envelopes (HMAC-SHA256 key size).
 pub const MIN_SECRET_BYTES: usize = 32;
 
-pub(crate) fn request_state(ctx: &mut Ctx, v: Option<&Value>, env: &[(String, String)]) -> RequestStateConfig {
+pub(crate) fn request_state(
+    ctx: &mut Ctx,
+    v: Option<&Value>,
+    env: &[(String, String)],
+) -> RequestStateConfig {
     let o = Obj::new(ctx, v, "request_state", &["secret_env", "ttl"]);
     let secret_env = o.nonempty(ctx, "secret_env");
     let mut secret = None;

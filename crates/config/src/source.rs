@@ -31,9 +31,14 @@ pub(crate) fn merge(yaml: &str, env: &[(String, String)]) -> Result<Merged, Conf
         Err(err) => Err(ConfigErrors {
             errors: err
                 .into_iter()
-                .map(|e| ConfigError {
-                    path: e.path.join("."),
-                    message: e.kind.to_string(),
+                .map(|e| {
+                    let path = e.path.join(".");
+                    let message = if path.is_empty() {
+                        format!("not a valid config document: {}", e.kind)
+                    } else {
+                        e.kind.to_string()
+                    };
+                    ConfigError { path, message }
                 })
                 .collect(),
         }),
@@ -69,10 +74,16 @@ fn env_overrides(env: &[(String, String)]) -> Result<Overrides, ConfigErrors> {
         let segments: Vec<String> = rest.split(ENV_SPLIT).map(str::to_ascii_lowercase).collect();
         let path = segments.join(".");
         if segments.iter().any(String::is_empty) {
-            errors.push(env_error(name, "empty key segment (check for `___` or a trailing `__`)"));
+            errors.push(env_error(
+                name,
+                "empty key segment (check for `___` or a trailing `__`)",
+            ));
             continue;
         }
-        if segments.iter().any(|s| s.bytes().all(|b| b.is_ascii_digit())) {
+        if segments
+            .iter()
+            .any(|s| s.bytes().all(|b| b.is_ascii_digit()))
+        {
             errors.push(env_error(
                 name,
                 "list entries cannot be set from the environment; set the whole list in the file",
@@ -136,7 +147,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]

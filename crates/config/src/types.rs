@@ -169,7 +169,9 @@ pub struct RateLimitConfig {
 pub enum RateLimitBackend {
     Local,
     /// `redis://` or `rediss://` URL.
-    Redis { url: String },
+    Redis {
+        url: String,
+    },
 }
 
 /// What to do when the shared backend cannot be reached.

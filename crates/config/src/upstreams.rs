@@ -23,7 +23,12 @@ const KEYS: &[&str] = &[
     "list_ttl",
     "ca_file",
 ];
-const HTTP_ONLY: &[&str] = &["headers", "bearer_token_env", "bearer_token_file", "ca_file"];
+const HTTP_ONLY: &[&str] = &[
+    "headers",
+    "bearer_token_env",
+    "bearer_token_file",
+    "ca_file",
+];
 const STDIO_ONLY: &[&str] = &["env", "cwd"];
 
 /// The valid upstreams, and every well-formed unique id declared (in order),
@@ -31,7 +36,10 @@ const STDIO_ONLY: &[&str] = &["env", "cwd"];
 /// get a second, misleading "unknown upstream" error.
 pub(crate) fn upstreams(ctx: &mut Ctx, root: &Obj) -> (Vec<UpstreamConfig>, Vec<String>) {
     if !root.has("upstreams") {
-        ctx.err("upstreams", "required: list at least one upstream (an `id` with a `url` or a `command`)");
+        ctx.err(
+            "upstreams",
+            "required: list at least one upstream (an `id` with a `url` or a `command`)",
+        );
         return (Vec::new(), Vec::new());
     }
     let Some(items) = root.list(ctx, "upstreams") else {
@@ -89,11 +97,17 @@ fn transport(ctx: &mut Ctx, o: &Obj) -> Option<Transport> {
             stdio(ctx, o)
         }
         (true, true) => {
-            ctx.err(o.path(), "set exactly one of `url` (HTTP upstream) or `command` (stdio upstream), not both");
+            ctx.err(
+                o.path(),
+                "set exactly one of `url` (HTTP upstream) or `command` (stdio upstream), not both",
+            );
             None
         }
         (false, false) => {
-            ctx.err(o.path(), "set exactly one of `url` (HTTP upstream) or `command` (stdio upstream)");
+            ctx.err(
+                o.path(),
+                "set exactly one of `url` (HTTP upstream) or `command` (stdio upstream)",
+            );
             None
         }
     }
@@ -110,7 +124,9 @@ fn misplaced(ctx: &mut Ctx, o: &Obj, keys: &[&str], only_for: &str) {
 fn http(ctx: &mut Ctx, o: &Obj) -> Option<Transport> {
     let url_path = o.key_path("url");
     let url = o.nonempty(ctx, "url");
-    let uri = url.as_deref().and_then(|u| checks::http_url(ctx, &url_path, u, true));
+    let uri = url
+        .as_deref()
+        .and_then(|u| checks::http_url(ctx, &url_path, u, true));
 
     let bearer_token_env = o.nonempty(ctx, "bearer_token_env");
     if let Some(name) = &bearer_token_env {
@@ -118,7 +134,10 @@ fn http(ctx: &mut Ctx, o: &Obj) -> Option<Transport> {
     }
     let bearer_token_file = o.nonempty(ctx, "bearer_token_file").map(PathBuf::from);
     if bearer_token_env.is_some() && bearer_token_file.is_some() {
-        ctx.err(o.path(), "set at most one of `bearer_token_env` and `bearer_token_file`");
+        ctx.err(
+            o.path(),
+            "set at most one of `bearer_token_env` and `bearer_token_file`",
+        );
     }
     let has_bearer = bearer_token_env.is_some() || bearer_token_file.is_some();
 
@@ -126,11 +145,17 @@ fn http(ctx: &mut Ctx, o: &Obj) -> Option<Transport> {
         .string_map(ctx, "headers")
         .unwrap_or_default()
         .into_iter()
-        .filter_map(|(name, path, value)| checks::upstream_header(ctx, &path, &name, &value, has_bearer))
+        .filter_map(|(name, path, value)| {
+            checks::upstream_header(ctx, &path, &name, &value, has_bearer)
+        })
         .collect();
 
     let ca_file = o.nonempty(ctx, "ca_file").map(PathBuf::from);
-    if ca_file.is_some() && uri.as_ref().is_some_and(|u| u.scheme_str() != Some("https")) {
+    if ca_file.is_some()
+        && uri
+            .as_ref()
+            .is_some_and(|u| u.scheme_str() != Some("https"))
+    {
         ctx.err(&o.key_path("ca_file"), "only allowed for https upstreams");
     }
     uri?;
@@ -149,7 +174,10 @@ fn stdio(ctx: &mut Ctx, o: &Obj) -> Option<Transport> {
         // A single string is a common slip; splitting it on spaces would
         // guess at quoting, so ask for the list form.
         Some(Value::String(s)) => {
-            ctx.err(&cmd_path, format!("expected a list of program and arguments, e.g. [{s:?}]"));
+            ctx.err(
+                &cmd_path,
+                format!("expected a list of program and arguments, e.g. [{s:?}]"),
+            );
             None
         }
         _ => o.strings(ctx, "command"),
@@ -187,4 +215,3 @@ fn stdio(ctx: &mut Ctx, o: &Obj) -> Option<Transport> {
         cwd,
     })
 }
-

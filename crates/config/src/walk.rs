@@ -24,7 +24,10 @@ impl<'a> Ctx<'a> {
     pub fn err(&mut self, path: &str, message: impl Into<String>) {
         let mut message = message.into();
         let from_env = self.env_keys.iter().find(|(key, _)| {
-            path == key || path.strip_prefix(key.as_str()).is_some_and(|r| r.starts_with(['.', '[']))
+            path == key
+                || path
+                    .strip_prefix(key.as_str())
+                    .is_some_and(|r| r.starts_with(['.', '[']))
         });
         if let Some((_, var)) = from_env {
             message.push_str(&format!(" (set by environment variable {var})"));
@@ -73,7 +76,10 @@ impl<'v> Obj<'v> {
             None | Some(Value::Null) => None,
             Some(Value::Object(m)) => Some(m),
             Some(other) => {
-                ctx.err(path, format!("expected a mapping, found {}", describe(other)));
+                ctx.err(
+                    path,
+                    format!("expected a mapping, found {}", describe(other)),
+                );
                 None
             }
         };
@@ -128,12 +134,16 @@ impl<'v> Obj<'v> {
     }
 
     pub fn duration(&self, ctx: &mut Ctx, key: &str, default: Duration) -> Duration {
-        let Some(v) = self.get(key) else { return default };
+        let Some(v) = self.get(key) else {
+            return default;
+        };
         parse_duration(ctx, &self.key_path(key), v).unwrap_or(default)
     }
 
     pub fn size(&self, ctx: &mut Ctx, key: &str, default: usize) -> usize {
-        let Some(v) = self.get(key) else { return default };
+        let Some(v) = self.get(key) else {
+            return default;
+        };
         parse_size(ctx, &self.key_path(key), v).unwrap_or(default)
     }
 
@@ -153,7 +163,13 @@ impl<'v> Obj<'v> {
                 None
             }
             None => {
-                ctx.err(&path, format!("expected a whole number between {min} and {max}, found {}", shown(v)));
+                ctx.err(
+                    &path,
+                    format!(
+                        "expected a whole number between {min} and {max}, found {}",
+                        shown(v)
+                    ),
+                );
                 None
             }
         }
@@ -164,7 +180,13 @@ impl<'v> Obj<'v> {
         let s = self.string(ctx, key)?;
         let found = choices.iter().position(|c| *c == s);
         if found.is_none() {
-            ctx.err(&self.key_path(key), format!("unknown value {s:?}, expected one of: {}", choices.join(", ")));
+            ctx.err(
+                &self.key_path(key),
+                format!(
+                    "unknown value {s:?}, expected one of: {}",
+                    choices.join(", ")
+                ),
+            );
         }
         found
     }
@@ -174,7 +196,13 @@ impl<'v> Obj<'v> {
         let v = self.get(key)?;
         let path = self.key_path(key);
         match v {
-            Value::Array(items) => Some(items.iter().enumerate().map(|(i, item)| (index(&path, i), item)).collect()),
+            Value::Array(items) => Some(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| (index(&path, i), item))
+                    .collect(),
+            ),
             other => {
                 ctx.err(&path, format!("expected a list, found {}", describe(other)));
                 None
@@ -219,7 +247,10 @@ pub(crate) fn scalar_string(ctx: &mut Ctx, path: &str, v: &Value) -> Option<Stri
         Value::Number(n) => Some(n.to_string()),
         Value::Bool(b) => Some(b.to_string()),
         other => {
-            ctx.err(path, format!("expected a string, found {}", describe(other)));
+            ctx.err(
+                path,
+                format!("expected a string, found {}", describe(other)),
+            );
             None
         }
     }
@@ -238,16 +269,28 @@ pub(crate) fn parse_duration(ctx: &mut Ctx, path: &str, v: &Value) -> Option<Dur
         Value::String(s) => match humantime::parse_duration(s.trim()) {
             Ok(d) => Some(d),
             Err(e) => {
-                ctx.err(path, format!("invalid duration {s:?} ({e}); write e.g. \"30s\", \"250ms\", \"10m\""));
+                ctx.err(
+                    path,
+                    format!("invalid duration {s:?} ({e}); write e.g. \"30s\", \"250ms\", \"10m\""),
+                );
                 None
             }
         },
         Value::Number(n) => {
-            ctx.err(path, format!("a duration needs a unit: write \"{n}s\" or \"{n}ms\""));
+            ctx.err(
+                path,
+                format!("a duration needs a unit: write \"{n}s\" or \"{n}ms\""),
+            );
             None
         }
         other => {
-            ctx.err(path, format!("expected a duration like \"30s\", found {}", describe(other)));
+            ctx.err(
+                path,
+                format!(
+                    "expected a duration like \"30s\", found {}",
+                    describe(other)
+                ),
+            );
             None
         }
     }
@@ -256,13 +299,20 @@ pub(crate) fn parse_duration(ctx: &mut Ctx, path: &str, v: &Value) -> Option<Dur
 /// `4MiB`, `512KiB`, `1000` (bytes), or a plain integer.
 pub(crate) fn parse_size(ctx: &mut Ctx, path: &str, v: &Value) -> Option<usize> {
     let bytes = match v {
-        Value::Number(n) => n.as_u64().ok_or_else(|| format!("expected a whole number of bytes, got {n}")),
+        Value::Number(n) => n
+            .as_u64()
+            .ok_or_else(|| format!("expected a whole number of bytes, got {n}")),
         Value::String(s) => s
             .trim()
             .parse::<bytesize::ByteSize>()
             .map(|b| b.as_u64())
-            .map_err(|_| format!("invalid size {s:?}; write e.g. \"4MiB\", \"512KiB\" or a number of bytes")),
-        other => Err(format!("expected a size like \"4MiB\", found {}", describe(other))),
+            .map_err(|_| {
+                format!("invalid size {s:?}; write e.g. \"4MiB\", \"512KiB\" or a number of bytes")
+            }),
+        other => Err(format!(
+            "expected a size like \"4MiB\", found {}",
+            describe(other)
+        )),
     };
     match bytes.and_then(|b| usize::try_from(b).map_err(|_| "too large".to_owned())) {
         Ok(0) => {
@@ -344,6 +394,7 @@ mod tests {
     #[test]
     fn unknown_keys_suggest_the_nearest_known_key() {
         assert!(unknown_key_message("lisen", &["listen", "tls"]).contains("`listen`"));
-        assert!(unknown_key_message("zzzzzz", &["listen", "tls"]).contains("expected one of: listen, tls"));
+        assert!(unknown_key_message("zzzzzz", &["listen", "tls"])
+            .contains("expected one of: listen, tls"));
     }
 }
