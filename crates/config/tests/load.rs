@@ -237,3 +237,17 @@ fn missing_file_is_one_clear_error() {
     assert_eq!(e.len(), 1);
     assert!(e.to_string().contains("/nonexistent/gateway.yaml"), "{e}");
 }
+
+#[test]
+fn yaml_syntax_error_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.yaml");
+    std::fs::write(&path, "upstreams: [unclosed\n").unwrap();
+    let e = load(&path, &[]).unwrap_err();
+    assert_eq!(e.len(), 1, "{e}");
+    assert_eq!(e.errors[0].path, "");
+    assert!(
+        e.to_string().starts_with(&path.display().to_string()),
+        "{e}"
+    );
+}
