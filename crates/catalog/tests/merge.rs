@@ -1,5 +1,7 @@
 //! The merge contract of DESIGN §2, as a user of `tools/list` would check it.
 
+#![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
+
 use std::sync::Arc;
 
 use junction_catalog::{
