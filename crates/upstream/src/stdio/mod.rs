@@ -150,15 +150,10 @@ impl StdioTransport {
             None,
             &Stamp::Modern { caps: None },
         );
-        match call(
-            proc,
-            &self.ids,
-            "server/discover",
-            &params,
-            self.timeout.min(PROBE_TIMEOUT_MAX),
-        )
-        .await
-        {
+        // Half the budget at most: a silent legacy server must leave time for
+        // `initialize` within the same request deadline.
+        let probe_timeout = (self.timeout / 2).min(PROBE_TIMEOUT_MAX);
+        match call(proc, &self.ids, "server/discover", &params, probe_timeout).await {
             Ok(Ok(_)) => Ok(Some(Era::Modern)),
             Ok(Err(err)) if era::is_modern_code(err.code) => {
                 era::modern_error_verdict(&err).map(Some)
