@@ -116,6 +116,15 @@ pub struct Upstream {
     id: String,
     timeout: Duration,
     transport: Transport,
+    changes: tokio::sync::broadcast::Sender<String>,
+}
+
+/// Capacity of the change channel; a lagging receiver just refreshes.
+const CHANGES_CAPACITY: usize = 16;
+
+/// `notifications/*/list_changed` that belong to no request (stdio, legacy SSE).
+pub(crate) fn is_change_notification(method: &str) -> bool {
+    method.starts_with("notifications/") && method.ends_with("/list_changed")
 }
 
 impl std::fmt::Debug for Upstream {
@@ -129,6 +138,7 @@ impl std::fmt::Debug for Upstream {
 impl Upstream {
     /// Validates the spec and builds the pooled client; does no network I/O.
     pub fn new(spec: UpstreamSpec) -> Result<Arc<Upstream>, UpstreamError> {
+        let (changes, _) = tokio::sync::broadcast::channel(CHANGES_CAPACITY);
         let transport = match &spec.transport {
             TransportSpec::Http {
                 url,
@@ -140,6 +150,7 @@ impl Upstream {
                 headers,
                 ca_file.as_deref(),
                 spec.era,
+                changes.clone(),
             )?),
             TransportSpec::Stdio { command, env, cwd } => {
                 if command.is_empty() {
@@ -152,6 +163,7 @@ impl Upstream {
                     cwd.clone(),
                     spec.timeout,
                     spec.era,
+                    changes.clone(),
                 ))
             }
         };
@@ -159,11 +171,20 @@ impl Upstream {
             id: spec.id,
             timeout: spec.timeout,
             transport,
+            changes,
         }))
     }
 
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// Methods of `notifications/*/list_changed` the upstream sent outside any
+    /// request's own stream (stdio, legacy HTTP SSE), e.g. to invalidate a
+    /// cached tool list. Modern HTTP delivers these only on a
+    /// `subscriptions/listen` stream, which the caller opens with `request()`.
+    pub fn changes(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.changes.subscribe()
     }
 
     /// The upstream's era: probed once and cached; re-probed after failures

@@ -82,6 +82,25 @@ async fn legacy_stdio_initializes_lists_and_maps_progress_tokens() {
         "the upstream sees a token of ours"
     );
     assert!(seen["token_seen"].is_string());
+
+    let answers = call_text(&up, call("answers")).await;
+    assert_eq!(
+        answers,
+        json!([{"jsonrpc":"2.0","id":"srv-ping","result":{}}]),
+        "server ping answered"
+    );
+
+    let mut changes = up.changes();
+    let events = collect(up.request(call("changed")).await.expect("request")).await;
+    assert_eq!(
+        events.len(),
+        1,
+        "list_changed is not part of the call's stream: {events:?}"
+    );
+    assert_eq!(
+        changes.recv().await.expect("change"),
+        "notifications/tools/list_changed"
+    );
     up.shutdown().await;
 }
 

@@ -83,6 +83,7 @@ impl HttpTransport {
         headers: &[(String, String)],
         ca_file: Option<&Path>,
         pref: EraPref,
+        changes: tokio::sync::broadcast::Sender<String>,
     ) -> Result<HttpTransport, UpstreamError> {
         let uri = wire::parse_url(url)?;
         let mut static_headers = Vec::with_capacity(headers.len());
@@ -100,6 +101,7 @@ impl HttpTransport {
                 client: wire::build_client(ca_file)?,
                 uri,
                 static_headers,
+                changes,
             }),
             pref,
             ids: IdGen::default(),

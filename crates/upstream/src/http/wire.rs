@@ -105,6 +105,7 @@ pub(crate) struct Wire {
     pub(crate) client: HttpClient,
     pub(crate) uri: Uri,
     pub(crate) static_headers: Vec<(HeaderName, HeaderValue)>,
+    pub(crate) changes: tokio::sync::broadcast::Sender<String>,
 }
 
 impl Wire {
@@ -315,8 +316,15 @@ impl SseBody {
             while let Some(text) = self.queue.pop_front() {
                 match envelope::classify(&text) {
                     Err(e) => return Some(Err(UpstreamError::Protocol(e))),
-                    Ok(Msg::Notification { raw, .. }) => {
-                        return Some(Ok(UpstreamEvent::Notification(raw)))
+                    Ok(Msg::Notification { method, raw, .. }) => {
+                        // A legacy server may put session-wide change notices on
+                        // any stream; they belong to the upstream, not this request.
+                        match &self.responder {
+                            Some(r) if crate::is_change_notification(&method) => {
+                                let _ = r.wire.changes.send(method);
+                            }
+                            _ => return Some(Ok(UpstreamEvent::Notification(raw))),
+                        }
                     }
                     Ok(Msg::Response { id, outcome }) => {
                         return Some(response_item(id, outcome, self.our_id))

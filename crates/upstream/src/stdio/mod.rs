@@ -48,6 +48,7 @@ pub(crate) struct StdioTransport {
     current: ArcSwapOption<Ready>,
     // Single-flight spawn + probe; holds the crash-loop backoff.
     spawn: tokio::sync::Mutex<SpawnState>,
+    changes: tokio::sync::broadcast::Sender<String>,
 }
 
 impl StdioTransport {
@@ -58,6 +59,7 @@ impl StdioTransport {
         cwd: Option<PathBuf>,
         timeout: Duration,
         pref: EraPref,
+        changes: tokio::sync::broadcast::Sender<String>,
     ) -> StdioTransport {
         StdioTransport {
             upstream: upstream.to_owned(),
@@ -69,6 +71,7 @@ impl StdioTransport {
             ids: Arc::default(),
             current: ArcSwapOption::empty(),
             spawn: tokio::sync::Mutex::new(SpawnState::default()),
+            changes,
         }
     }
 
@@ -119,7 +122,13 @@ impl StdioTransport {
     }
 
     async fn start(&self) -> Result<Ready, UpstreamError> {
-        let proc = Proc::spawn(&self.upstream, &self.command, &self.env, self.cwd.as_ref())?;
+        let proc = Proc::spawn(
+            &self.upstream,
+            &self.command,
+            &self.env,
+            self.cwd.as_ref(),
+            self.changes.clone(),
+        )?;
         let era = match self.pref {
             EraPref::Modern => Ok(Era::Modern),
             EraPref::Legacy => self.initialize(&proc).await,

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::value::RawValue;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -89,6 +89,7 @@ impl Proc {
         command: &[String],
         env: &[(String, String)],
         cwd: Option<&PathBuf>,
+        changes: broadcast::Sender<String>,
     ) -> Result<Arc<Proc>, UpstreamError> {
         let (program, args) = command
             .split_first()
@@ -130,6 +131,7 @@ impl Proc {
             proc.upstream.clone(),
             proc.dead.clone(),
             proc.close_stdin.clone(),
+            changes,
         ));
         tokio::spawn(stderr_loop(stderr, proc.upstream.clone()));
         Ok(proc)
@@ -297,11 +299,14 @@ async fn read_loop<R: AsyncRead + Unpin>(
     upstream: String,
     dead: CancellationToken,
     close_stdin: CancellationToken,
+    changes: broadcast::Sender<String>,
 ) {
     let mut r = BufReader::new(stdout);
     loop {
         match read_line(&mut r, MAX_MESSAGE_BYTES).await {
-            Ok(Some(Line::Text(bytes))) => handle_line(&bytes, &routes, &writer, &upstream),
+            Ok(Some(Line::Text(bytes))) => {
+                handle_line(&bytes, &routes, &writer, &changes, &upstream)
+            }
             Ok(Some(Line::TooLong)) => {
                 tracing::warn!(upstream = %upstream, "skipping a stdout line over 16 MiB")
             }
@@ -330,6 +335,7 @@ fn handle_line(
     bytes: &[u8],
     routes: &Mutex<RoutesInner>,
     writer: &mpsc::Sender<Vec<u8>>,
+    changes: &broadcast::Sender<String>,
     upstream: &str,
 ) {
     let Ok(text) = std::str::from_utf8(bytes) else {
@@ -354,6 +360,9 @@ fn handle_line(
         } => finish(routes, id, outcome, upstream),
         Incoming::Response { id, .. } => {
             tracing::debug!(upstream, ?id, "response for no request of ours")
+        }
+        Incoming::Notification { method, .. } if crate::is_change_notification(&method) => {
+            let _ = changes.send(method);
         }
         Incoming::Notification {
             method,
