@@ -3,7 +3,9 @@
 //! sets are decided in one file. Labels are bounded: config names, methods and
 //! outcomes only; never ids, arguments or error text.
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{
+    HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
 
 /// The gateway's metric families (DESIGN §7). Cloning is cheap (Arc inside).
 #[derive(Clone)]
@@ -16,6 +18,25 @@ pub struct Metrics {
     pub upstream_tools: IntGaugeVec,
     pub tools_dropped_total: IntCounterVec,
     pub catalog_lookups_total: IntCounterVec,
+    pub tool_call_duration_seconds: HistogramVec,
+    pub upstream_request_duration_seconds: HistogramVec,
+    pub fanout_duration_seconds: HistogramVec,
+    pub auth_failures_total: IntCounterVec,
+    pub rate_limited_total: IntCounterVec,
+    pub config_reloads_total: IntCounterVec,
+    pub config_last_reload_success: IntGauge,
+    pub open_streams: IntGaugeVec,
+}
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 30.0,
+];
+
+fn histogram(name: &str, help: &str, labels: &[&str]) -> Result<HistogramVec, prometheus::Error> {
+    HistogramVec::new(
+        HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec()),
+        labels,
+    )
 }
 
 impl Metrics {
@@ -75,7 +96,49 @@ impl Metrics {
                 Opts::new("junction_catalog_lookups_total", "Catalog reads, by result"),
                 &["result"],
             )?,
+            tool_call_duration_seconds: histogram(
+                "junction_tool_call_duration_seconds",
+                "tools/call duration through the gateway",
+                &["upstream", "tool"],
+            )?,
+            upstream_request_duration_seconds: histogram(
+                "junction_upstream_request_duration_seconds",
+                "Duration of requests to upstreams",
+                &["upstream", "method"],
+            )?,
+            fanout_duration_seconds: histogram(
+                "junction_fanout_duration_seconds",
+                "tools/list fan-out duration per route",
+                &["route"],
+            )?,
+            auth_failures_total: IntCounterVec::new(
+                Opts::new(
+                    "junction_auth_failures_total",
+                    "Rejected authentications, by reason",
+                ),
+                &["reason"],
+            )?,
+            rate_limited_total: IntCounterVec::new(
+                Opts::new(
+                    "junction_rate_limited_total",
+                    "Requests rejected by a rate-limit rule",
+                ),
+                &["rule"],
+            )?,
+            config_reloads_total: IntCounterVec::new(
+                Opts::new("junction_config_reloads_total", "Config reloads, by result"),
+                &["result"],
+            )?,
+            config_last_reload_success: IntGauge::new(
+                "junction_config_last_reload_success",
+                "1 when the last config (re)load succeeded",
+            )?,
+            open_streams: IntGaugeVec::new(
+                Opts::new("junction_open_streams", "Open SSE streams, by kind"),
+                &["kind"],
+            )?,
         };
+        m.config_last_reload_success.set(1);
         registry.register(Box::new(m.requests_total.clone()))?;
         registry.register(Box::new(m.request_duration_seconds.clone()))?;
         registry.register(Box::new(m.tool_calls_total.clone()))?;
@@ -84,6 +147,14 @@ impl Metrics {
         registry.register(Box::new(m.upstream_tools.clone()))?;
         registry.register(Box::new(m.tools_dropped_total.clone()))?;
         registry.register(Box::new(m.catalog_lookups_total.clone()))?;
+        registry.register(Box::new(m.tool_call_duration_seconds.clone()))?;
+        registry.register(Box::new(m.upstream_request_duration_seconds.clone()))?;
+        registry.register(Box::new(m.fanout_duration_seconds.clone()))?;
+        registry.register(Box::new(m.auth_failures_total.clone()))?;
+        registry.register(Box::new(m.rate_limited_total.clone()))?;
+        registry.register(Box::new(m.config_reloads_total.clone()))?;
+        registry.register(Box::new(m.config_last_reload_success.clone()))?;
+        registry.register(Box::new(m.open_streams.clone()))?;
         Ok(m)
     }
 }
