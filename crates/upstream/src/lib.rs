@@ -41,7 +41,8 @@ pub struct UpstreamSpec {
     pub era: EraPref,
 }
 
-#[derive(Clone, Debug)]
+/// `Debug` prints header names only: values may hold upstream credentials.
+#[derive(Clone)]
 pub enum TransportSpec {
     Http {
         url: String,
@@ -56,6 +57,32 @@ pub enum TransportSpec {
         env: Vec<(String, String)>,
         cwd: Option<PathBuf>,
     },
+}
+
+impl std::fmt::Debug for TransportSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TransportSpec::Http {
+                url,
+                headers,
+                ca_file,
+            } => f
+                .debug_struct("Http")
+                .field("url", url)
+                .field(
+                    "headers",
+                    &headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+                )
+                .field("ca_file", ca_file)
+                .finish(),
+            TransportSpec::Stdio { command, env, cwd } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("env", &env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+                .field("cwd", cwd)
+                .finish(),
+        }
+    }
 }
 
 /// One request to forward. `params` excludes `_meta`; the era-specific `_meta`
@@ -286,6 +313,20 @@ fn parse_tools_page(raw: &RawValue) -> Result<ToolsPage, UpstreamError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spec_debug_hides_credentials() {
+        let spec = TransportSpec::Http {
+            url: "https://x.test/mcp".into(),
+            headers: vec![("Authorization".into(), "Bearer s3cret".into())],
+            ca_file: None,
+        };
+        let shown = format!("{spec:?}");
+        assert!(
+            shown.contains("Authorization") && !shown.contains("s3cret"),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn tools_page_fields() {

@@ -123,7 +123,14 @@ async fn modern_stdio_gets_meta_and_no_initialize() {
     assert_eq!(meta["traceparent"], "00-1-2-01");
     let page = up.list_tools_page(None).await.expect("list");
     assert_eq!(page.tools.len(), 6);
+    let pid = call_text(&up, call("pid")).await;
+    let proc_dir = format!("/proc/{pid}");
+    assert!(std::path::Path::new(&proc_dir).exists());
     up.shutdown().await;
+    assert!(
+        !std::path::Path::new(&proc_dir).exists(),
+        "shutdown ends (and reaps) the child"
+    );
 }
 
 #[tokio::test]
