@@ -1,0 +1,121 @@
+//! HTTPS upstreams: a custom CA from `ca_file`, HTTP/2 by ALPN. The fixture
+//! CA and server key in tests/fixtures exist only for these tests.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, Version};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use junction_upstream::{EraPref, TransportSpec, Upstream, UpstreamError, UpstreamSpec};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::TcpListener;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+
+/// A TLS MCP endpoint answering every request with an empty tool list;
+/// records the HTTP version of each request.
+async fn tls_server() -> (String, Arc<Mutex<Vec<Version>>>) {
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(format!("{FIXTURES}/test-server.pem"))
+            .expect("cert file")
+            .collect::<Result<_, _>>()
+            .expect("certs");
+    let key = PrivateKeyDer::from_pem_file(format!("{FIXTURES}/test-server.key")).expect("key");
+    let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .expect("server config");
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let versions: Arc<Mutex<Vec<Version>>> = Arc::default();
+    let v = versions.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            let v = v.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let svc = service_fn(move |req: Request<Incoming>| {
+                    let v = v.clone();
+                    async move {
+                        v.lock().expect("lock").push(req.version());
+                        let body = req
+                            .into_body()
+                            .collect()
+                            .await
+                            .map(|b| b.to_bytes())
+                            .unwrap_or_default();
+                        let msg: serde_json::Value =
+                            serde_json::from_slice(&body).unwrap_or_default();
+                        let reply = serde_json::json!({"jsonrpc":"2.0","id":msg["id"],"result":{"resultType":"complete","tools":[]}});
+                        Ok::<_, Infallible>(
+                            Response::builder()
+                                .header("content-type", "application/json")
+                                .body(Full::new(Bytes::from(reply.to_string())))
+                                .expect("response"),
+                        )
+                    }
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    (format!("https://localhost:{port}/mcp"), versions)
+}
+
+fn upstream(url: &str, ca_file: Option<String>) -> Arc<Upstream> {
+    Upstream::new(UpstreamSpec {
+        id: "secure".into(),
+        transport: TransportSpec::Http {
+            url: url.into(),
+            headers: vec![],
+            ca_file: ca_file.map(Into::into),
+        },
+        timeout: Duration::from_secs(10),
+        era: EraPref::Modern,
+    })
+    .expect("upstream")
+}
+
+#[tokio::test]
+async fn https_with_ca_file_speaks_http2() {
+    let (url, versions) = tls_server().await;
+    let up = upstream(&url, Some(format!("{FIXTURES}/test-ca.pem")));
+    up.list_tools_page(None).await.expect("first");
+    up.list_tools_page(None).await.expect("second");
+    assert_eq!(
+        *versions.lock().expect("lock"),
+        vec![Version::HTTP_2, Version::HTTP_2]
+    );
+}
+
+#[tokio::test]
+async fn https_with_an_unknown_ca_is_unavailable() {
+    let (url, versions) = tls_server().await;
+    let up = upstream(&url, None);
+    let err = up.list_tools_page(None).await.expect_err("untrusted");
+    assert!(matches!(err, UpstreamError::Unavailable(_)), "{err:?}");
+    assert!(
+        versions.lock().expect("lock").is_empty(),
+        "no request got through"
+    );
+}
