@@ -315,6 +315,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn handles_cross_tasks() {
+        fn send<T: Send>() {}
+        fn send_sync<T: Send + Sync>() {}
+        send::<ResponseStream>();
+        send::<UpstreamError>();
+        send_sync::<Upstream>();
+    }
+
+    #[test]
     fn spec_debug_hides_credentials() {
         let spec = TransportSpec::Http {
             url: "https://x.test/mcp".into(),
