@@ -44,5 +44,8 @@ make_venv() {
 }
 
 mkdir -p "$peers"
+# Several test processes may call this at once: one builds, the others wait.
+exec 9>"$peers/.lock"
+flock 9
 make_venv py-mcp2 "$here/requirements-mcp2.txt"
 make_venv py-mcp1 "$here/requirements-mcp1.txt"
