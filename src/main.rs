@@ -130,24 +130,26 @@ async fn run(path: PathBuf) -> anyhow::Result<()> {
         anyhow::bail!("auth and rate_limits are accepted by `junction validate` but not enforced by this build yet; remove them to run");
     }
     let listen = config.server.listen;
-    if config.server.tls.is_some() {
-        anyhow::bail!("server.tls is not supported by this build yet");
-    }
+    let scheme = if config.server.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let state = Arc::new(build_state(config, &registry)?);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
     let local = listener.local_addr()?;
+    let shared = Arc::new(Shared::new(state.clone(), registry).map_err(|e| anyhow::anyhow!(e))?);
     // The one line on stdout: tests and scripts read the bound port from it.
     println!("junction listening on {local}");
-    tracing::info!(%local, config = %path.display(), "junction listening");
-    tokio::spawn(junction_server::warm_up(state.clone()));
-    let shared = Arc::new(Shared {
-        state: arc_swap::ArcSwap::new(state.clone()),
-        registry,
-    });
-    junction_server::serve(listener, shared, shutdown_signal()).await;
-    state.shutdown().await;
+    tracing::info!(%local, %scheme, config = %path.display(), "junction listening");
+    tokio::spawn(junction_server::warm_up(state));
+    tokio::spawn(junction_server::watch(shared.clone(), path.clone()));
+    junction_server::serve(listener, shared.clone(), shutdown_signal()).await;
+    // Stop the clients of the state serving at the end (a reload may have
+    // replaced the first one).
+    shared.state.load_full().shutdown().await;
     tracing::info!("junction stopped");
     Ok(())
 }

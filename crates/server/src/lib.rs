@@ -14,12 +14,15 @@ mod legacy;
 mod listener;
 mod mcp;
 mod modern;
+mod reload;
 mod response;
 mod session;
 mod state;
+mod tls;
 mod tools;
 
 pub use crate::error::GatewayError;
 pub use crate::listener::{serve, warm_up, Shared};
+pub use crate::reload::{reload, watch};
 pub use crate::state::{BuildError, State};
 pub use crate::tools::route_catalog_for;

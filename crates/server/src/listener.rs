@@ -18,11 +18,30 @@ use crate::response::{self, Body};
 use crate::state::State;
 use crate::tools;
 
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What the listener serves: the current state (swapped whole on reload) and the
 /// metrics registry made in `main`.
 pub struct Shared {
     pub state: ArcSwap<State>,
     pub registry: Registry,
+    /// TLS acceptor when `server.tls` is set; swapped by a reload.
+    pub tls: arc_swap::ArcSwapOption<tokio_rustls::TlsAcceptor>,
+}
+
+impl Shared {
+    /// The serving state for `state`, with the TLS acceptor its config asks for.
+    pub fn new(state: Arc<State>, registry: Registry) -> Result<Shared, String> {
+        let tls = match &state.config.server.tls {
+            Some(t) => Some(Arc::new(crate::tls::acceptor(t)?)),
+            None => None,
+        };
+        Ok(Shared {
+            state: ArcSwap::new(state),
+            registry,
+            tls: arc_swap::ArcSwapOption::new(tls),
+        })
+    }
 }
 
 /// Accepts connections until `shutdown` resolves, then lets in-flight requests
@@ -42,18 +61,40 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let shared = shared.clone();
+                let shared2 = shared.clone();
                 let service = service_fn(move |req| {
-                    let shared = shared.clone();
+                    let shared = shared2.clone();
                     async move { Ok::<_, std::convert::Infallible>(route(shared, req).await) }
                 });
-                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                let conn = graceful.watch(conn.into_owned());
-                tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        tracing::debug!(error = %e, "connection ended with an error");
+                match shared.tls.load_full() {
+                    None => {
+                        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                        let conn = graceful.watch(conn.into_owned());
+                        tokio::spawn(async move {
+                            if let Err(e) = conn.await {
+                                tracing::debug!(error = %e, "connection ended with an error");
+                            }
+                        });
                     }
-                });
+                    Some(acceptor) => {
+                        let builder = builder.clone();
+                        let watcher = graceful.watcher();
+                        tokio::spawn(async move {
+                            let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                                Ok(Ok(tls)) => tls,
+                                Ok(Err(e)) => {
+                                    tracing::debug!(error = %e, "TLS handshake failed");
+                                    return;
+                                }
+                                Err(_) => return,
+                            };
+                            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+                            if let Err(e) = watcher.watch(conn.into_owned()).await {
+                                tracing::debug!(error = %e, "connection ended with an error");
+                            }
+                        });
+                    }
+                }
             }
             _ = &mut shutdown => break,
         }

@@ -36,6 +36,9 @@ pub enum BuildError {
 
 pub struct UpstreamEntry {
     pub id: String,
+    /// The config this client was built from; a reload reuses the client (its
+    /// pooled connections, stdio child and legacy session) when it is unchanged.
+    pub fingerprint: String,
     pub client: Arc<Upstream>,
     pub source: Arc<dyn ToolSource>,
     pub list_ttl: Duration,
@@ -57,7 +60,7 @@ pub struct State {
     pub config: Arc<Config>,
     pub upstreams: HashMap<String, UpstreamEntry>,
     pub routes: HashMap<String, Arc<RouteState>>,
-    pub cache: ToolCache,
+    pub cache: Arc<ToolCache>,
     pub sealer: Sealer,
     pub metrics: Metrics,
 }
@@ -97,6 +100,19 @@ impl State {
         env: &HashMap<String, String>,
         metrics: Metrics,
     ) -> Result<State, BuildError> {
+        State::rebuild(config, env, metrics, None)
+    }
+
+    /// Builds a state for `config`, reusing from `previous` every upstream client
+    /// whose config did not change, the tool-list cache (entries of changed or
+    /// removed upstreams are invalidated) and, when the key is unchanged or random,
+    /// the sealing key, so sessions, cursors and requestState survive a reload.
+    pub fn rebuild(
+        config: Config,
+        env: &HashMap<String, String>,
+        metrics: Metrics,
+        previous: Option<&State>,
+    ) -> Result<State, BuildError> {
         let config = Arc::new(config);
         let mut upstreams = HashMap::new();
         for (index, u) in config.upstreams.iter().enumerate() {
@@ -105,6 +121,24 @@ impl State {
                 id: u.id.clone(),
                 message,
             })?;
+            let fingerprint = fingerprint(&spec, u.list_ttl);
+            if let Some(old) = previous
+                .and_then(|p| p.upstreams.get(&u.id))
+                .filter(|o| o.fingerprint == fingerprint)
+            {
+                upstreams.insert(
+                    u.id.clone(),
+                    UpstreamEntry {
+                        id: old.id.clone(),
+                        fingerprint,
+                        client: old.client.clone(),
+                        source: old.source.clone(),
+                        list_ttl: old.list_ttl,
+                        is_http: old.is_http,
+                    },
+                );
+                continue;
+            }
             let is_http = matches!(spec.transport, TransportSpec::Http { .. });
             let client = Upstream::new(spec).map_err(|e| BuildError::Upstream {
                 index,
@@ -116,6 +150,7 @@ impl State {
                 u.id.clone(),
                 UpstreamEntry {
                     id: u.id.clone(),
+                    fingerprint,
                     client,
                     source,
                     list_ttl: u.list_ttl,
@@ -132,11 +167,27 @@ impl State {
             })?;
             routes.insert(r.path.clone(), Arc::new(route));
         }
-        let sealer = match &config.request_state.secret {
-            Some(key) => Sealer::new(key),
-            None => Sealer::random(),
+        let same_key =
+            previous.is_some_and(|p| p.config.request_state.secret == config.request_state.secret);
+        let sealer = match (previous, &config.request_state.secret) {
+            (Some(p), _) if same_key => p.sealer.clone(),
+            (_, Some(key)) => Sealer::new(key),
+            (_, None) => Sealer::random(),
         };
-        let cache = ToolCache::new(config.catalog.max_pages as usize);
+        let cache = match previous {
+            Some(p) if p.config.catalog.max_pages == config.catalog.max_pages => {
+                for (id, old) in &p.upstreams {
+                    if upstreams
+                        .get(id)
+                        .is_none_or(|n| !Arc::ptr_eq(&n.client, &old.client))
+                    {
+                        p.cache.invalidate(id);
+                    }
+                }
+                p.cache.clone()
+            }
+            _ => Arc::new(ToolCache::new(config.catalog.max_pages as usize)),
+        };
         Ok(State {
             config,
             upstreams,
@@ -145,6 +196,22 @@ impl State {
             sealer,
             metrics,
         })
+    }
+
+    /// Clients of `previous` that this state no longer uses (removed or changed
+    /// upstreams): the caller shuts them down once in-flight requests had time
+    /// to finish.
+    pub fn retired_from(&self, previous: &State) -> Vec<Arc<Upstream>> {
+        previous
+            .upstreams
+            .values()
+            .filter(|old| {
+                self.upstreams
+                    .get(&old.id)
+                    .is_none_or(|n| !Arc::ptr_eq(&n.client, &old.client))
+            })
+            .map(|old| old.client.clone())
+            .collect()
     }
 
     /// Stops every upstream client (stdio children, legacy sessions).
@@ -236,4 +303,23 @@ fn upstream_spec(
         timeout: u.timeout,
         era,
     })
+}
+
+/// Everything that makes two upstream clients different, secrets included (the
+/// spec's Debug redacts them, so it cannot serve here). Never logged.
+fn fingerprint(spec: &UpstreamSpec, list_ttl: Duration) -> String {
+    let transport = match &spec.transport {
+        TransportSpec::Http {
+            url,
+            headers,
+            ca_file,
+        } => format!("http|{url}|{headers:?}|{ca_file:?}"),
+        TransportSpec::Stdio { command, env, cwd } => format!("stdio|{command:?}|{env:?}|{cwd:?}"),
+    };
+    let era = match spec.era {
+        EraPref::Auto => "auto",
+        EraPref::Modern => "modern",
+        EraPref::Legacy => "legacy",
+    };
+    format!("{transport}|{:?}|{era}|{list_ttl:?}", spec.timeout)
 }

@@ -1,0 +1,261 @@
+//! Operating Junction: hot reload (good and bad edits, in-flight requests kept),
+//! TLS termination, metrics, health.
+
+use std::path::Path;
+use std::time::Duration;
+
+use junction_testkit::{spawn_gateway, Behavior, MockSpec, MockTool, MockUpstream, TestClient};
+use serde_json::{json, Value};
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_junction"))
+}
+
+fn names(resp: &Value) -> Vec<String> {
+    resp["tools"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|t| t["name"].as_str().unwrap_or("").to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn get(url: &str) -> (u16, String) {
+    let c = TestClient::modern(url);
+    let r = c.raw("GET", vec![], vec![]).await;
+    (r.status, String::from_utf8_lossy(&r.raw).into_owned())
+}
+
+/// Polls `f` until it returns true (bounded: 15 s), for effects that happen in
+/// the background such as a reload.
+async fn eventually<F, Fut>(mut f: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..150 {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+fn metric(scrape: &str, line_prefix: &str) -> Option<f64> {
+    scrape
+        .lines()
+        .find(|l| l.starts_with(line_prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test]
+async fn config_edits_take_effect_without_restart_and_bad_edits_change_nothing_but_the_metric() {
+    let a = MockUpstream::start(MockSpec::modern(
+        "a",
+        vec![
+            MockTool::echo("echo"),
+            MockTool::new(
+                "slow",
+                json!({"type": "object"}),
+                Behavior::Slow(Duration::from_millis(1500)),
+            ),
+        ],
+    ))
+    .await;
+    let b = MockUpstream::start(MockSpec::legacy("b", vec![MockTool::echo("hello")])).await;
+    let v1 = format!(
+        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: a, url: {}}}\n",
+        a.url
+    );
+    let gw = spawn_gateway(bin(), &v1).await;
+    let mcp = gw.url("/mcp");
+    let c = TestClient::modern(&mcp);
+    assert_eq!(
+        names(c.request("tools/list", json!({})).await.result()),
+        vec!["a__echo", "a__slow"]
+    );
+
+    // A call in flight while the config changes (a's timeout changes, so its
+    // client is replaced) still completes.
+    let slow = {
+        let c = TestClient::modern(&mcp);
+        tokio::spawn(async move { c.call_tool("a__slow", json!({})).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let v2 = format!(
+        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: a, url: {}, timeout: 20s}}\n  - {{id: b, url: {}}}\nroutes:\n  - {{path: /mcp}}\n  - {{path: /b, upstreams: [b], prefix: never}}\n",
+        a.url, b.url
+    );
+    std::fs::write(gw.config_path(), v2).unwrap();
+    let reloaded = eventually(|| async {
+        names(
+            TestClient::modern(&mcp)
+                .request("tools/list", json!({}))
+                .await
+                .result(),
+        ) == ["a__echo", "a__slow", "b__hello"]
+    })
+    .await;
+    assert!(
+        reloaded,
+        "the new upstream appears without a restart: {}",
+        gw.stderr()
+    );
+    let finished = slow.await.unwrap();
+    assert_eq!(
+        finished.result()["resultType"],
+        "complete",
+        "in-flight call survived the reload: {}",
+        finished.text()
+    );
+    let b_route = TestClient::modern(&gw.url("/b"));
+    assert_eq!(
+        names(b_route.request("tools/list", json!({})).await.result()),
+        vec!["hello"]
+    );
+
+    // A bad edit: the old config keeps serving; only the reload metric says so.
+    std::fs::write(
+        gw.config_path(),
+        "server: {listen: 127.0.0.1:0}\nupstreams: []\nbogus: 1\n",
+    )
+    .unwrap();
+    let metrics_url = gw.url("/metrics");
+    let failed = eventually(|| async {
+        let (_, scrape) = get(&metrics_url).await;
+        metric(&scrape, "junction_config_last_reload_success") == Some(0.0)
+    })
+    .await;
+    assert!(failed, "a failed reload sets the gauge to 0");
+    let (_, scrape) = get(&metrics_url).await;
+    assert!(
+        metric(&scrape, "junction_config_reloads_total{result=\"failure\"}").unwrap_or(0.0) >= 1.0
+    );
+    assert_eq!(
+        names(
+            TestClient::modern(&mcp)
+                .request("tools/list", json!({}))
+                .await
+                .result()
+        ),
+        vec!["a__echo", "a__slow", "b__hello"]
+    );
+    assert!(gw.stderr().contains("config reload failed"));
+}
+
+#[tokio::test]
+async fn health_readiness_and_metrics() {
+    let up = MockUpstream::start(MockSpec::modern("up", vec![MockTool::echo("echo")])).await;
+    let yaml = format!(
+        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: up, url: {}}}\n",
+        up.url
+    );
+    let gw = spawn_gateway(bin(), &yaml).await;
+    assert_eq!(get(&gw.url("/healthz")).await.0, 200);
+    assert!(eventually(|| async { get(&gw.url("/readyz")).await.0 == 200 }).await);
+    let c = TestClient::modern(&gw.url("/mcp"));
+    c.call_tool("up__echo", json!({})).await;
+    let (status, scrape) = get(&gw.url("/metrics")).await;
+    assert_eq!(status, 200);
+    assert!(
+        metric(
+            &scrape,
+            "junction_tool_calls_total{outcome=\"ok\",tool=\"up__echo\",upstream=\"up\"}"
+        ) == Some(1.0),
+        "{scrape}"
+    );
+    assert_eq!(
+        metric(&scrape, "junction_upstream_up{upstream=\"up\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(&scrape, "junction_upstream_tools{upstream=\"up\"}"),
+        Some(1.0)
+    );
+
+    up.set_down(true).await;
+    let down_yaml = format!(
+        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: up, url: {}}}\n",
+        up.url
+    );
+    let down_gw = spawn_gateway(bin(), &down_yaml).await;
+    assert_eq!(
+        get(&down_gw.url("/readyz")).await.0,
+        503,
+        "no upstream reachable → not ready"
+    );
+}
+
+#[tokio::test]
+async fn tls_termination_with_a_generated_certificate() {
+    let up = MockUpstream::start(MockSpec::modern("up", vec![MockTool::echo("echo")])).await;
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cert_path = dir.path().join("cert.pem");
+    let key_path = dir.path().join("key.pem");
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.signing_key.serialize_pem()).unwrap();
+    let yaml = format!(
+        "server:\n  listen: 127.0.0.1:0\n  tls: {{cert_file: {}, key_file: {}}}\nupstreams:\n  - {{id: up, url: {}}}\n",
+        cert_path.display(),
+        key_path.display(),
+        up.url
+    );
+    let gw = spawn_gateway(bin(), &yaml).await;
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.cert.der().clone()).unwrap();
+    let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_only()
+        .enable_all_versions()
+        .build();
+    let client: hyper_util::client::legacy::Client<_, http_body_util::Full<bytes::Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build(https);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let req = hyper::Request::post(format!("https://localhost:{}/mcp", gw.addr.port()))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/list")
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_string(),
+        )))
+        .unwrap();
+    let resp = client.request(req).await.expect("TLS request");
+    assert_eq!(resp.status(), 200);
+    use http_body_util::BodyExt;
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let v: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(names(&v["result"]), vec!["up__echo"]);
+
+    // Plain HTTP to the TLS port gets nothing useful.
+    let plain = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut s = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        s.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf).await;
+        buf
+    })
+    .await
+    .unwrap_or_default();
+    assert!(!String::from_utf8_lossy(&plain).contains("200 OK"));
+}
