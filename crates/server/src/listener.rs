@@ -135,12 +135,7 @@ async fn route(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
 async fn readyz(state: &State) -> Response<Body> {
     let headers = HeaderMap::new();
     for route in state.routes.values() {
-        let cx = Cx {
-            state,
-            route,
-            headers: &headers,
-            principal: String::new(),
-        };
+        let cx = Cx::new(state, route, &headers);
         let catalog = tools::route_catalog(&cx).await;
         let missing = catalog
             .degraded
@@ -159,12 +154,7 @@ async fn readyz(state: &State) -> Response<Body> {
 pub async fn warm_up(state: Arc<State>) {
     let headers = HeaderMap::new();
     for route in state.routes.values() {
-        let cx = Cx {
-            state: &state,
-            route,
-            headers: &headers,
-            principal: String::new(),
-        };
+        let cx = Cx::new(&state, route, &headers);
         let catalog = tools::route_catalog(&cx).await;
         tracing::info!(route = %route.path, tools = catalog.tools.len(), degraded = ?catalog.degraded, "catalog ready");
     }

@@ -25,9 +25,27 @@ pub struct Cx<'a> {
     pub headers: &'a HeaderMap,
     /// Digest of the authenticated principal; "" while authentication is off.
     pub principal: String,
+    /// (exposed tool, upstream) of a tools/call, for the access log.
+    pub target: std::sync::Mutex<Option<(String, String)>>,
 }
 
 impl Cx<'_> {
+    pub fn new<'a>(state: &'a State, route: &'a RouteState, headers: &'a HeaderMap) -> Cx<'a> {
+        Cx {
+            state,
+            route,
+            headers,
+            principal: String::new(),
+            target: std::sync::Mutex::new(None),
+        }
+    }
+
+    pub fn note_target(&self, tool: &str, upstream: &str) {
+        if let Ok(mut t) = self.target.lock() {
+            *t = Some((tool.to_owned(), upstream.to_owned()));
+        }
+    }
+
     pub fn accepts_sse(&self) -> bool {
         self.headers.get_all(http::header::ACCEPT).iter().any(|v| {
             v.to_str()
@@ -48,12 +66,7 @@ pub async fn handle(
 ) -> Response<Body> {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
-    let cx = Cx {
-        state: &state,
-        route: &route,
-        headers: &parts.headers,
-        principal: String::new(),
-    };
+    let cx = Cx::new(&state, &route, &parts.headers);
     let (method_label, response) = match edge_and_dispatch(&cx, &parts.method, body).await {
         Ok(ok) => ok,
         Err((label, id, err)) => {

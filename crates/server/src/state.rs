@@ -66,7 +66,7 @@ pub struct State {
 }
 
 /// Adapts an upstream client to the catalog's `ToolSource` trait.
-struct UpstreamSource(Arc<Upstream>);
+struct UpstreamSource(Arc<Upstream>, Metrics);
 
 impl ToolSource for UpstreamSource {
     fn id(&self) -> &str {
@@ -78,11 +78,18 @@ impl ToolSource for UpstreamSource {
         cursor: Option<String>,
     ) -> BoxFuture<'a, Result<SourcePage, SourceError>> {
         Box::pin(async move {
-            let page = self
-                .0
-                .list_tools_page(cursor)
-                .await
-                .map_err(|e| SourceError(e.to_string()))?;
+            let started = std::time::Instant::now();
+            let result = self.0.list_tools_page(cursor).await;
+            let outcome = if result.is_ok() { "ok" } else { "error" };
+            let m = &self.1;
+            let id = self.0.id();
+            m.upstream_requests_total
+                .with_label_values(&[id, "tools/list", outcome])
+                .inc();
+            m.upstream_request_duration_seconds
+                .with_label_values(&[id, "tools/list"])
+                .observe(started.elapsed().as_secs_f64());
+            let page = result.map_err(|e| SourceError(e.to_string()))?;
             Ok(SourcePage {
                 tools: page.tools,
                 next_cursor: page.next_cursor,
@@ -145,7 +152,8 @@ impl State {
                 id: u.id.clone(),
                 message: e.to_string(),
             })?;
-            let source: Arc<dyn ToolSource> = Arc::new(UpstreamSource(client.clone()));
+            let source: Arc<dyn ToolSource> =
+                Arc::new(UpstreamSource(client.clone(), metrics.clone()));
             upstreams.insert(
                 u.id.clone(),
                 UpstreamEntry {

@@ -52,12 +52,26 @@ pub async fn route_catalog(cx: &Cx<'_>) -> Arc<Catalog> {
         .iter()
         .filter_map(|id| state.upstreams.get(id))
         .collect();
-    let lists = futures_util::future::join_all(
+    let started = std::time::Instant::now();
+    let mut lists = futures_util::future::join_all(
         entries
             .iter()
             .map(|u| state.cache.get(u.source.as_ref(), u.list_ttl, deadline)),
     )
     .await;
+    let fanout = started.elapsed().as_secs_f64();
+    state
+        .metrics
+        .fanout_duration_seconds
+        .with_label_values(&[&cx.route.path])
+        .observe(fanout);
+    // A handshake-era list has no ttlMs of its own: it is cached for the
+    // upstream's configured list_ttl, so that is its contribution to ttlMs.
+    for (u, l) in entries.iter().zip(lists.iter_mut()) {
+        if l.ttl_ms.is_none() {
+            l.ttl_ms = Some(u.list_ttl.as_millis() as u64);
+        }
+    }
     let fingerprint: Vec<(u64, u8)> = entries
         .iter()
         .zip(&lists)
@@ -283,13 +297,10 @@ pub async fn call(
     };
     let upstream_id = tool.upstream.clone();
     let tool_label = tool.exposed.clone();
+    cx.note_target(&tool_label, &upstream_id);
     let metrics = cx.state.metrics.clone();
-    let outcome = |o: &str| {
-        metrics
-            .tool_calls_total
-            .with_label_values(&[&upstream_id, &tool_label, o])
-            .inc()
-    };
+    let started = std::time::Instant::now();
+    let outcome = |o: &str| record_call(&metrics, &upstream_id, &tool_label, o, started);
 
     let mut stream = match upstream.client.request(request).await {
         Ok(s) => s,
@@ -338,9 +349,18 @@ pub async fn call(
                 }
                 // Switch to streaming: relay this and every later message as it comes.
                 let (tx, rx) = mpsc::channel::<Bytes>(32);
+                let open = metrics.open_streams.with_label_values(&["call"]);
+                open.inc();
                 let _ = tx.send(response::sse_event(n.get().as_bytes())).await;
                 let id = id.clone();
                 tokio::spawn(async move {
+                    struct Open(prometheus::IntGauge);
+                    impl Drop for Open {
+                        fn drop(&mut self) {
+                            self.0.dec();
+                        }
+                    }
+                    let _open = Open(open);
                     loop {
                         let msg = match stream.next().await {
                             Some(Ok(UpstreamEvent::Notification(n))) => {
@@ -355,10 +375,7 @@ pub async fn call(
                             }
                             Some(Ok(UpstreamEvent::Result(raw))) => match finish.result(raw) {
                                 Ok(raw) => {
-                                    metrics
-                                        .tool_calls_total
-                                        .with_label_values(&[&upstream_id, &tool_label, "ok"])
-                                        .inc();
+                                    record_call(&metrics, &upstream_id, &tool_label, "ok", started);
                                     result_bytes(&id, &raw)
                                 }
                                 Err(e) => error_bytes(Some(&id), &e.render().1),
@@ -538,11 +555,28 @@ mod tests {
 pub async fn route_catalog_for(state: &crate::state::State, path: &str) -> Option<Arc<Catalog>> {
     let route = state.routes.get(path)?;
     let headers = http::HeaderMap::new();
-    let cx = Cx {
-        state,
-        route,
-        headers: &headers,
-        principal: String::new(),
-    };
+    let cx = Cx::new(state, route, &headers);
     Some(route_catalog(&cx).await)
+}
+
+fn record_call(
+    m: &junction_telemetry::Metrics,
+    upstream: &str,
+    tool: &str,
+    outcome: &str,
+    started: std::time::Instant,
+) {
+    let secs = started.elapsed().as_secs_f64();
+    m.tool_calls_total
+        .with_label_values(&[upstream, tool, outcome])
+        .inc();
+    m.upstream_requests_total
+        .with_label_values(&[upstream, "tools/call", outcome])
+        .inc();
+    m.tool_call_duration_seconds
+        .with_label_values(&[upstream, tool])
+        .observe(secs);
+    m.upstream_request_duration_seconds
+        .with_label_values(&[upstream, "tools/call"])
+        .observe(secs);
 }
