@@ -124,7 +124,7 @@ pub async fn route_catalog(cx: &Cx<'_>) -> Arc<Catalog> {
         state
             .metrics
             .tools_dropped_total
-            .with_label_values(&[&d.upstream, "invalid"])
+            .with_label_values(&[&d.upstream, d.kind.as_str()])
             .inc();
     }
     for id in &catalog.degraded {

@@ -1,0 +1,232 @@
+//! Junction between the official Python MCP SDK's clients and servers (PEERS.md):
+//! a 2.x client in `auto`, `legacy` and `2026-07-28` modes lists and calls tools of
+//! a 2.x (modern) server and a 1.x FastMCP (handshake-era) server through one
+//! route. The peers come from `tests/interop/setup.sh` (pinned venvs; run here
+//! when missing).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use junction_testkit::{spawn_gateway, Gateway};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The venv's python, installing the peers once per test run if needed.
+fn python(venv: &str) -> PathBuf {
+    static SETUP: OnceLock<Result<(), String>> = OnceLock::new();
+    let done = SETUP.get_or_init(|| {
+        let out = std::process::Command::new("bash")
+            .arg(repo().join("tests/interop/setup.sh"))
+            .output()
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    });
+    if let Err(e) = done {
+        panic!("tests/interop/setup.sh failed (it needs PyPI): {e}");
+    }
+    repo()
+        .join("tests/interop/.peers")
+        .join(venv)
+        .join("bin/python")
+}
+
+struct Peer {
+    _child: Child,
+    url: String,
+}
+
+/// Starts a Python peer server and waits for its `READY <port>` line.
+async fn peer(venv: &str, script: &str, args: &[&str]) -> Peer {
+    let mut child = Command::new(python(venv))
+        .arg(repo().join("tests/interop/python").join(script))
+        .arg("0")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn python peer");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .unwrap_or_else(|_| panic!("{script} did not print READY within 60 s"))
+        .expect("read")
+        .unwrap_or_default();
+    let port: u16 = line
+        .strip_prefix("READY ")
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{script}: unexpected first line {line:?}"));
+    Peer {
+        _child: child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    }
+}
+
+/// Runs the 2.x client; returns its JSON report.
+async fn client(url: &str, mode: &str, calls: &[(&str, Value)], extra: &[&str]) -> Value {
+    let mut cmd = Command::new(python("py-mcp2"));
+    cmd.arg(repo().join("tests/interop/python/client.py"))
+        .args(["--url", url, "--mode", mode]);
+    for (name, args) in calls {
+        cmd.args(["--call", name, "--args", &args.to_string()]);
+    }
+    cmd.args(extra);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("client finished")
+        .expect("client ran");
+    assert!(
+        out.status.success(),
+        "client ({mode}) failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("client output is not JSON ({e}): {:?}", out.stdout))
+}
+
+fn text(call: &Value) -> String {
+    call["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn tool_names(report: &Value) -> Vec<String> {
+    report["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| {
+            t.as_str()
+                .or_else(|| t["name"].as_str())
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+async fn gateway(modern: &Peer, legacy: &Peer) -> Gateway {
+    let yaml = format!(
+        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: pm, url: {}}}\n  - {{id: pl, url: {}}}\n",
+        modern.url, legacy.url
+    );
+    spawn_gateway(Path::new(env!("CARGO_BIN_EXE_junction")), &yaml).await
+}
+
+#[tokio::test]
+async fn python_clients_in_every_mode_see_and_call_both_eras_through_one_route() {
+    let modern = peer("py-mcp2", "server_modern.py", &["--stateless", "--json"]).await;
+    let legacy = peer("py-mcp1", "server_legacy.py", &["--stateful", "--sse"]).await;
+    let gw = gateway(&modern, &legacy).await;
+    let url = gw.url("/mcp");
+    for mode in ["auto", "legacy", "2026-07-28"] {
+        let report = client(
+            &url,
+            mode,
+            &[
+                ("pm__py_add", json!({"a": 2, "b": 3})),
+                ("pl__legacy_greet", json!({"name": "Ada"})),
+                ("pm__py_lookup", json!({"region": "eu-1", "q": "x"})),
+            ],
+            &[],
+        )
+        .await;
+        let names = tool_names(&report);
+        for expected in [
+            "pm__py_add",
+            "pm__py_echo",
+            "pm__py_lookup",
+            "pl__legacy_greet",
+            "pl__legacy_count",
+        ] {
+            assert!(
+                names.contains(&expected.to_owned()),
+                "{mode}: {expected} missing from {names:?}; {}",
+                gw.stderr()
+            );
+        }
+        let mut sorted_pm: Vec<&String> = names.iter().filter(|n| n.starts_with("pm__")).collect();
+        sorted_pm.sort();
+        assert_eq!(
+            names
+                .iter()
+                .filter(|n| n.starts_with("pm__"))
+                .collect::<Vec<_>>(),
+            sorted_pm,
+            "ordered by name"
+        );
+        let calls = report["calls"].as_array().expect("calls");
+        assert_eq!(text(&calls[0]), "5", "{mode}: {calls:?}");
+        assert_eq!(text(&calls[1]), "Hello, Ada!", "{mode}: {calls:?}");
+        assert!(
+            text(&calls[2]).contains("eu-1"),
+            "{mode}: x-mcp-header tool through Junction: {calls:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn python_modern_client_completes_an_elicitation_through_junction() {
+    let modern = peer("py-mcp2", "server_modern.py", &["--stateless", "--json"]).await;
+    let legacy = peer("py-mcp1", "server_legacy.py", &[]).await;
+    let gw = gateway(&modern, &legacy).await;
+    for mode in ["2026-07-28", "auto"] {
+        let report = client(
+            &gw.url("/mcp"),
+            mode,
+            &[("pm__py_confirm", json!({"item": "db"}))],
+            &["--accept-elicitation"],
+        )
+        .await;
+        let call = &report["calls"][0];
+        assert_eq!(
+            text(call),
+            "confirmed db",
+            "{mode}: {call}; {}",
+            gw.stderr()
+        );
+        assert!(
+            !call["elicitations"]
+                .as_array()
+                .map(Vec::is_empty)
+                .unwrap_or(true),
+            "{mode}: the client was asked"
+        );
+    }
+}
+
+#[tokio::test]
+async fn progress_from_a_handshake_era_python_server_reaches_a_modern_python_client() {
+    let modern = peer("py-mcp2", "server_modern.py", &[]).await;
+    let legacy = peer("py-mcp1", "server_legacy.py", &["--stateful", "--sse"]).await;
+    let gw = gateway(&modern, &legacy).await;
+    let report = client(
+        &gw.url("/mcp"),
+        "2026-07-28",
+        &[("pl__legacy_count", json!({"n": 3}))],
+        &[],
+    )
+    .await;
+    let call = &report["calls"][0];
+    assert_eq!(text(call), "counted 3", "{call}");
+    let progress: Vec<f64> = call["progress"]
+        .as_array()
+        .expect("progress")
+        .iter()
+        .filter_map(|p| p[0].as_f64())
+        .collect();
+    assert_eq!(progress, vec![1.0, 2.0, 3.0], "{call}");
+}
