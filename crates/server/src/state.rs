@@ -45,6 +45,9 @@ pub struct UpstreamEntry {
     pub is_http: bool,
 }
 
+/// Fingerprint of a merge's inputs (generation, status per upstream) and its result.
+pub type MergedMemo = (Vec<(u64, u8)>, Arc<Catalog>);
+
 /// One served MCP endpoint.
 pub struct RouteState {
     pub path: String,
@@ -53,7 +56,7 @@ pub struct RouteState {
     pub filter: ToolFilter,
     /// Last merged catalog and the fingerprint of the inputs it came from, so an
     /// unchanged set of upstream lists is never merged twice.
-    pub merged: Mutex<Option<(Vec<(u64, u8)>, Arc<Catalog>)>>,
+    pub merged: Mutex<Option<MergedMemo>>,
 }
 
 pub struct State {

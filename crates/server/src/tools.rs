@@ -529,28 +529,6 @@ fn add_complete(raw: &RawValue) -> Option<Box<RawValue>> {
     RawValue::from_string(out).ok()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn add_complete_keeps_members_byte_for_byte() {
-        let raw =
-            RawValue::from_string(r#"{"content":[{"type":"text","text":"x  y"}]}"#.into()).unwrap();
-        assert_eq!(
-            add_complete(&raw).unwrap().get(),
-            r#"{"resultType":"complete","content":[{"type":"text","text":"x  y"}]}"#
-        );
-        let empty = RawValue::from_string("{ }".into()).unwrap();
-        assert_eq!(
-            add_complete(&empty).unwrap().get(),
-            r#"{"resultType":"complete"}"#
-        );
-        let not_obj = RawValue::from_string("[1]".into()).unwrap();
-        assert!(add_complete(&not_obj).is_none());
-    }
-}
-
 /// The merged catalog of one route, for `junction catalog` and admin use.
 pub async fn route_catalog_for(state: &crate::state::State, path: &str) -> Option<Arc<Catalog>> {
     let route = state.routes.get(path)?;
@@ -579,4 +557,26 @@ fn record_call(
     m.upstream_request_duration_seconds
         .with_label_values(&[upstream, "tools/call"])
         .observe(secs);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn add_complete_keeps_members_byte_for_byte() {
+        let raw =
+            RawValue::from_string(r#"{"content":[{"type":"text","text":"x  y"}]}"#.into()).unwrap();
+        assert_eq!(
+            add_complete(&raw).unwrap().get(),
+            r#"{"resultType":"complete","content":[{"type":"text","text":"x  y"}]}"#
+        );
+        let empty = RawValue::from_string("{ }".into()).unwrap();
+        assert_eq!(
+            add_complete(&empty).unwrap().get(),
+            r#"{"resultType":"complete"}"#
+        );
+        let not_obj = RawValue::from_string("[1]".into()).unwrap();
+        assert!(add_complete(&not_obj).is_none());
+    }
 }
