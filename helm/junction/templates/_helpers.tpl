@@ -1,0 +1,166 @@
+{{/* Chart name, truncated to the 63 characters of a DNS label. */}}
+{{- define "junction.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Release-qualified name; the release name alone when it already contains the chart name. */}}
+{{- define "junction.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "junction.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "junction.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "junction.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "junction.labels" -}}
+helm.sh/chart: {{ include "junction.chart" . }}
+{{ include "junction.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: junction
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "junction.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "junction.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "junction.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Name of the Secret holding the request-state key; empty when there is none. */}}
+{{- define "junction.stateKeySecret" -}}
+{{- if .Values.stateKey.existingSecret -}}
+{{- .Values.stateKey.existingSecret -}}
+{{- else if .Values.stateKey.value -}}
+{{- printf "%s-state-key" (include "junction.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "junction.scheme" -}}
+{{- if .Values.tls.enabled }}https{{ else }}http{{ end -}}
+{{- end -}}
+
+{{- define "junction.publicUrl" -}}
+{{- printf "%s://%s.%s.svc.cluster.local:%v" (include "junction.scheme" .) (include "junction.fullname" .) .Release.Namespace .Values.service.port -}}
+{{- end -}}
+
+{{/*
+gateway.yaml as a dict: the user's config with the keys the chart owns set
+(listen address, public_url default, TLS files, request-state key env var).
+Sections set to null are left out.
+*/}}
+{{- define "junction.gatewayConfig" -}}
+{{- $cfg := deepCopy (.Values.config | default dict) -}}
+{{- range $k, $v := $cfg -}}
+{{- if kindIs "invalid" $v -}}{{- $_ := unset $cfg $k -}}{{- end -}}
+{{- end -}}
+{{- $server := deepCopy ($cfg.server | default dict) -}}
+{{- $_ := set $server "listen" (printf "0.0.0.0:%v" .Values.containerPort) -}}
+{{- if not $server.public_url -}}
+{{- $_ := set $server "public_url" (include "junction.publicUrl" .) -}}
+{{- end -}}
+{{- if .Values.tls.enabled -}}
+{{- $_ := set $server "tls" (dict "cert_file" "/etc/junction-tls/tls.crt" "key_file" "/etc/junction-tls/tls.key") -}}
+{{- end -}}
+{{- range $k, $v := $server -}}
+{{- if kindIs "invalid" $v -}}{{- $_ := unset $server $k -}}{{- end -}}
+{{- end -}}
+{{- $_ := set $cfg "server" $server -}}
+{{- if include "junction.stateKeySecret" . -}}
+{{- $rs := deepCopy ($cfg.request_state | default dict) -}}
+{{- $_ := set $rs "secret_env" "JUNCTION_STATE_KEY" -}}
+{{- $_ := set $cfg "request_state" $rs -}}
+{{- end -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{/* Render-time checks: mistakes that would only show once pods run. */}}
+{{- define "junction.validate" -}}
+{{- $multi := or .Values.autoscaling.enabled (gt (int .Values.replicaCount) 1) -}}
+{{- if and $multi (not (include "junction.stateKeySecret" .)) -}}
+{{- fail "more than one replica (replicaCount > 1 or autoscaling.enabled) needs a shared request-state key: set stateKey.existingSecret (or stateKey.value)" -}}
+{{- end -}}
+{{- if and .Values.stateKey.value (lt (len .Values.stateKey.value) 32) -}}
+{{- fail "stateKey.value must be at least 32 bytes" -}}
+{{- end -}}
+{{- if and .Values.tls.enabled (not .Values.tls.secretName) -}}
+{{- fail "tls.enabled needs tls.secretName (a kubernetes.io/tls Secret)" -}}
+{{- end -}}
+{{- $envNames := list -}}
+{{- range .Values.secretEnv -}}{{- $envNames = append $envNames .name -}}{{- end -}}
+{{- range .Values.env -}}{{- $envNames = append $envNames .name -}}{{- end -}}
+{{- range (.Values.config.upstreams | default list) -}}
+{{- if and .bearer_token_env (not (has .bearer_token_env $envNames)) (not $.Values.envFrom) -}}
+{{- fail (printf "upstream %q reads its token from $%s: add {name: %s, secretName: ..., key: ...} to secretEnv" (toString .id) .bearer_token_env .bearer_token_env) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* PromQL matchers selecting this release's series. */}}
+{{- define "junction.promSelector" -}}
+{{- if .Values.prometheusRule.selector -}}
+{{- .Values.prometheusRule.selector -}}
+{{- else -}}
+{{- printf "job=%q,namespace=%q" (include "junction.fullname" .) .Release.Namespace -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A probe from values, with the httpGet scheme following tls.enabled. */}}
+{{- define "junction.probe" -}}
+{{- $p := deepCopy .probe -}}
+{{- if $p.httpGet -}}
+{{- $_ := set $p.httpGet "scheme" .scheme -}}
+{{- end -}}
+{{- toYaml $p -}}
+{{- end -}}
+
+{{/* The container's env list (YAML), empty when there is nothing to set. */}}
+{{- define "junction.env" -}}
+{{- if include "junction.stateKeySecret" . }}
+- name: JUNCTION_STATE_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "junction.stateKeySecret" . }}
+      key: {{ .Values.stateKey.key }}
+{{- end }}
+{{- range .Values.secretEnv }}
+- name: {{ .name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ .secretName }}
+      key: {{ .key }}
+      {{- if hasKey . "optional" }}
+      optional: {{ .optional }}
+      {{- end }}
+{{- end }}
+{{- with .Values.env }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
