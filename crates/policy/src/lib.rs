@@ -1,14 +1,40 @@
 //! Edge policy: what a client request must pass before Junction trusts any of it,
-//! and which of its headers may travel on to an upstream.
+//! and which of its headers may travel on to an upstream (DESIGN §4).
 //!
-//! This crate decides; it never performs I/O. Authentication, scope rules and rate
-//! limits join it in the policy issue; today it holds the header rules that keep a
-//! client's credentials away from upstreams (DESIGN §4.5) and the header limits (§4.1).
-//! It must never let `Authorization`, `Cookie`, `Proxy-*` or a hop-by-hop header
-//! through, whatever the configured allow-list says.
+//! - [`Authenticator`]: OAuth 2.1 resource server. Verifies bearer JWTs against a
+//!   JWKS (file, or URL fetched lazily, cached, refetched on an unknown `kid`),
+//!   and renders `WWW-Authenticate` challenges and RFC 9728 metadata.
+//! - [`Authorizer`]: scope rules mapping scopes to exposed-name globs.
+//! - [`RateLimiter`]: GCRA buckets, local (dashmap) or shared through Redis.
+//! - header rules that keep a client's credentials away from upstreams (§4.5)
+//!   and the header limits (§4.1).
+//!
+//! Its only I/O is fetching a JWKS URL and talking to Redis. It must never accept
+//! a token that was not issued for Junction, never trust an `alg` the key does
+//! not have, and never let `Authorization`, `Cookie`, `Proxy-*` or a hop-by-hop
+//! header through, whatever the configured allow-list says.
 
+mod auth;
+mod authz;
 mod headers;
+mod rate;
 
+pub use auth::{AuthError, Authenticator, Principal};
+pub use authz::Authorizer;
 pub use headers::{
     check_header_limits, check_origin, forwardable_headers, is_never_forwarded, EdgeError,
 };
+pub use rate::{RateKeyParts, RateLimited, RateLimiter};
+
+/// A policy component could not be built from its (already validated) config.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("JWKS {source_name}: {reason}")]
+    Jwks { source_name: String, reason: String },
+    #[error("glob {pattern:?}: {reason}")]
+    Glob { pattern: String, reason: String },
+    #[error("redis: {0}")]
+    Redis(String),
+    #[error("TLS setup: {0}")]
+    Tls(String),
+}
