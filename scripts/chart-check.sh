@@ -1,0 +1,650 @@
+#!/usr/bin/env bash
+# Checks that the Helm chart in helm/junction deploys as written:
+#   - helm lint --strict, with default values and with every helm/junction/ci/*.yaml
+#   - helm template of each; kubernetes-validate --strict on the output against
+#     the oldest (1.25) and newest (1.37) Kubernetes schemas it knows
+#   - structure: hardened pod, probes, selectors that match, HPA/PDB/ServiceMonitor
+#     wiring, shared state key whenever there can be more than one replica
+#   - `junction validate` on the gateway.yaml each rendering puts in its ConfigMap,
+#     with the pod's env var names set (secret values are stand-ins)
+#   - the PrometheusRule groups pass `promtool check rules`, and the default rules
+#     fire (and stay quiet) as intended under `promtool test rules`
+#   - values the chart must refuse (schema and render-time checks)
+#   - a real Junction (127.0.0.1, port 0) is driven through tools/list, tools/call,
+#     an error, a good and a bad reload; its /metrics passes `promtool check metrics`,
+#     and every metric family and label the dashboard and the alerts use is one it exports
+# Needs: bash, python3, npm (first run, to fetch helm), apt-get (first run, if
+# promtool is not installed), cargo (if the junction binary is not built).
+# Binary: $JUNCTION_BIN, else target/debug/junction (built with `cargo build` when missing).
+# Ends with `chart-check: N passed, M failed`; exit status 1 when M > 0.
+# CHART_CHECK_KEEP=1 keeps the renderings, scrape and logs (the folder is printed).
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+chart="helm/junction"
+release="junction"
+namespace="junction-ci"
+
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok    $1"; }
+bad() {
+  failed=$((failed + 1))
+  echo "FAIL  $1"
+  [ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/      /' | head -60
+  return 0
+}
+# check NAME CMD...: runs CMD, counts it, shows its output when it fails.
+check() {
+  local name="$1" out
+  shift
+  if out="$("$@" 2>&1)"; then ok "$name"; else bad "$name" "$out"; fi
+}
+finish() {
+  echo "chart-check: $passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+  exit $?
+}
+
+bin="$(bash scripts/install-helm.sh)" || { bad "install tools (scripts/install-helm.sh)"; finish; }
+helm="$bin/helm"
+kv="$bin/kubernetes-validate"
+promtool="$bin/promtool"
+py="$root/target/tools/kv-venv/bin/python" # has PyYAML, pinned
+[ -n "${JUNCTION_TOOLS_DIR:-}" ] && py="$JUNCTION_TOOLS_DIR/kv-venv/bin/python"
+
+junction="${JUNCTION_BIN:-$root/target/debug/junction}"
+if [ ! -x "$junction" ]; then
+  echo "building $junction" >&2
+  cargo build --quiet -p junction --bin junction || { bad "cargo build -p junction"; finish; }
+fi
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/chart-check.XXXXXX")"
+gw_pid=""
+cleanup() {
+  if [ -n "$gw_pid" ]; then
+    kill "$gw_pid" 2>/dev/null
+    wait "$gw_pid" 2>/dev/null
+  fi
+  if [ -n "${CHART_CHECK_KEEP:-}" ]; then echo "chart-check: work files kept in $work" >&2; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+cat >"$work/check.py" <<'PY'
+"""Helpers for chart-check.sh: split renderings, check their structure, compare metric use."""
+import hashlib, json, re, sys
+import yaml
+
+CRDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
+KNOWN = {
+    ("v1", "ConfigMap"), ("v1", "Secret"), ("v1", "Service"), ("v1", "ServiceAccount"),
+    ("apps/v1", "Deployment"), ("autoscaling/v2", "HorizontalPodAutoscaler"),
+    ("policy/v1", "PodDisruptionBudget"), ("networking.k8s.io/v1", "NetworkPolicy"),
+} | CRDS
+
+
+def docs(path):
+    return [d for d in yaml.safe_load_all(open(path)) if d]
+
+
+def subset(small, big):
+    return all(big.get(k) == v for k, v in (small or {}).items())
+
+
+def split(rendered, out):
+    """Writes out/{gateway.yaml,env-names,rules.yaml,dashboard-N.json,core.yaml}; prints problems."""
+    problems = []
+    objs = docs(rendered)
+    by_kind = {}
+    for o in objs:
+        key = (o.get("apiVersion"), o.get("kind"))
+        if key not in KNOWN:
+            problems.append(f"unexpected kind {key}")
+        by_kind.setdefault(o.get("kind"), []).append(o)
+    # kubernetes-validate has no schemas for the operator's CRDs: they are checked here.
+    with open(f"{out}/core.yaml", "w") as f:
+        yaml.safe_dump_all([o for o in objs if (o["apiVersion"], o["kind"]) not in CRDS], f)
+
+    deps = by_kind.get("Deployment", [])
+    svcs = by_kind.get("Service", [])
+    if len(deps) != 1 or len(svcs) != 1:
+        problems.append(f"want one Deployment and one Service, got {len(deps)} and {len(svcs)}")
+        print("\n".join(problems))
+        return 1
+    dep, svc = deps[0], svcs[0]
+    pod = dep["spec"]["template"]
+    spec = pod["spec"]
+    pod_labels = pod["metadata"].get("labels", {})
+    if not subset(dep["spec"]["selector"]["matchLabels"], pod_labels):
+        problems.append("Deployment selector does not match its pod labels")
+    if not subset(svc["spec"]["selector"], pod_labels):
+        problems.append("Service selector does not match the pod labels")
+
+    psc = spec.get("securityContext", {})
+    if psc.get("runAsNonRoot") is not True or psc.get("seccompProfile", {}).get("type") != "RuntimeDefault":
+        problems.append("pod securityContext must set runAsNonRoot and seccompProfile RuntimeDefault")
+    if spec.get("automountServiceAccountToken") is not False:
+        problems.append("the pod does not need a service-account token")
+    cs = spec["containers"]
+    if len(cs) != 1:
+        problems.append(f"want one container, got {len(cs)}")
+    c = cs[0]
+    sc = c.get("securityContext", {})
+    for key, want in (("readOnlyRootFilesystem", True), ("allowPrivilegeEscalation", False), ("runAsNonRoot", True)):
+        if sc.get(key) is not want:
+            problems.append(f"container securityContext.{key} must be {want}")
+    if "ALL" not in sc.get("capabilities", {}).get("drop", []):
+        problems.append("container must drop ALL capabilities")
+    if sc.get("runAsUser", psc.get("runAsUser", 0)) == 0:
+        problems.append("container must not run as uid 0")
+    res = c.get("resources", {})
+    if not res.get("requests") or not res.get("limits", {}).get("memory"):
+        problems.append("container needs resource requests and a memory limit")
+    ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+    if "http" not in ports:
+        problems.append("container port `http` missing")
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        get = c.get(probe, {}).get("httpGet", {})
+        if get.get("path") != path or get.get("port") not in ("http", ports.get("http")):
+            problems.append(f"{probe} must GET {path} on port http, got {get}")
+    svc_ports = {p["name"]: p for p in svc["spec"]["ports"]}
+    if svc_ports.get("http", {}).get("targetPort") not in ("http", ports.get("http")):
+        problems.append("Service port http must target the container port http")
+
+    # The config: ConfigMap -> volume -> mount -> --config.
+    args = c.get("args", [])
+    cfg_path = args[args.index("--config") + 1] if "--config" in args else None
+    cms = {o["metadata"]["name"]: o for o in by_kind.get("ConfigMap", [])}
+    vols = {v["name"]: v for v in spec.get("volumes", [])}
+    gateway = None
+    for m in c.get("volumeMounts", []):
+        v = vols.get(m["name"], {})
+        if "configMap" in v and cfg_path and cfg_path.startswith(m["mountPath"].rstrip("/") + "/"):
+            if m.get("subPath"):
+                problems.append("config mounted with subPath: ConfigMap edits would never reach the pod")
+            cm = cms.get(v["configMap"]["name"])
+            key = cfg_path[len(m["mountPath"].rstrip("/")) + 1:]
+            if cm is None or key not in cm.get("data", {}):
+                problems.append(f"--config {cfg_path}: no ConfigMap key {key} behind it")
+            else:
+                gateway = cm["data"][key]
+    if gateway is None:
+        problems.append("found no gateway.yaml behind --config")
+    else:
+        open(f"{out}/gateway.yaml", "w").write(gateway)
+        ann = pod["metadata"].get("annotations") or {}
+        cs_ann = ann.get("checksum/config")
+        if cs_ann is not None and not re.fullmatch(r"[0-9a-f]{64}", cs_ann):
+            problems.append(f"checksum/config is not a sha256: {cs_ann!r}")
+        cfg = yaml.safe_load(gateway)
+        listen = str(cfg.get("server", {}).get("listen", ""))
+        if listen != f"0.0.0.0:{ports.get('http')}":
+            problems.append(f"server.listen {listen!r} must be 0.0.0.0:<container port http>")
+
+    env = c.get("env") or []
+    names = [e["name"] for e in env]
+    open(f"{out}/env-names", "w").write("\n".join(names) + "\n")
+    hpa = by_kind.get("HorizontalPodAutoscaler", [])
+    multi = bool(hpa) or dep["spec"].get("replicas", 1) > 1
+    if multi:
+        rs = (yaml.safe_load(gateway) or {}).get("request_state", {}) if gateway else {}
+        if "JUNCTION_STATE_KEY" not in names or rs.get("secret_env") != "JUNCTION_STATE_KEY":
+            problems.append("more than one replica without a shared JUNCTION_STATE_KEY")
+    for h in hpa:
+        ref = h["spec"]["scaleTargetRef"]
+        if ref.get("kind") != "Deployment" or ref.get("name") != dep["metadata"]["name"]:
+            problems.append("HPA does not target the Deployment")
+        if "replicas" in dep["spec"]:
+            problems.append("with an HPA the Deployment must not set replicas (every upgrade would reset them)")
+    for kind in ("PodDisruptionBudget", "NetworkPolicy"):
+        for o in by_kind.get(kind, []):
+            sel = o["spec"].get("selector", o["spec"].get("podSelector", {})).get("matchLabels")
+            if not sel or not subset(sel, pod_labels):
+                problems.append(f"{kind} selector does not match the pod labels")
+    for sm in by_kind.get("ServiceMonitor", []):
+        if not subset(sm["spec"]["selector"]["matchLabels"], svc["metadata"].get("labels", {})):
+            problems.append("ServiceMonitor selector does not match the Service labels")
+        for ep in sm["spec"].get("endpoints", []):
+            if ep.get("port") not in svc_ports or ep.get("path") != "/metrics":
+                problems.append(f"ServiceMonitor endpoint {ep} does not scrape a Service port at /metrics")
+    groups = []
+    for pr in by_kind.get("PrometheusRule", []):
+        for g in pr["spec"].get("groups", []):
+            groups.append(g)
+    if groups:
+        with open(f"{out}/rules.yaml", "w") as f:
+            yaml.safe_dump({"groups": groups}, f, sort_keys=False)
+    n = 0
+    for cm in by_kind.get("ConfigMap", []):
+        if cm["metadata"].get("labels", {}).get("grafana_dashboard") is None:
+            continue
+        for key, text in cm.get("data", {}).items():
+            try:
+                json.loads(text)
+            except ValueError as e:
+                problems.append(f"dashboard {cm['metadata']['name']}/{key} is not JSON: {e}")
+                continue
+            n += 1
+            open(f"{out}/dashboard-{n}.json", "w").write(text)
+    print("\n".join(problems))
+    return 1 if problems else 0
+
+
+# --- metric use -----------------------------------------------------------------
+
+# Labels Prometheus adds at scrape time (target labels), and histogram `le`.
+TARGET_LABELS = {"namespace", "job", "pod", "instance", "service", "container", "endpoint", "le"}
+PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset", "and", "or", "unless"}
+FUNCTIONS = {"sum", "min", "max", "avg", "count", "rate", "irate", "increase", "histogram_quantile",
+             "label_values", "abs", "clamp_min", "clamp_max", "topk", "bottomk", "absent", "delta", "deriv",
+             "quantile", "stddev", "vector", "scalar", "time", "changes", "resets", "sort", "sort_desc"}
+
+
+def uses_from(rules_files, dashboards):
+    """(where, expr, legend) for every alert/record expression and dashboard query."""
+    out = []
+    for path in rules_files:
+        for g in yaml.safe_load(open(path))["groups"]:
+            for r in g["rules"]:
+                out.append((f"{path}: {r.get('alert') or r.get('record')}", r["expr"], ""))
+    for path in dashboards:
+        d = json.load(open(path))
+
+        def walk(panels):
+            for p in panels:
+                for t in p.get("targets", []):
+                    if t.get("expr"):
+                        out.append((f"{path}: panel {p.get('title')!r}", t["expr"], t.get("legendFormat", "")))
+                walk(p.get("panels", []))
+        walk(d.get("panels", []))
+        for v in d.get("templating", {}).get("list", []):
+            q = v.get("query")
+            q = q.get("query") if isinstance(q, dict) else q
+            if v.get("type") == "query" and q:
+                out.append((f"{path}: variable {v['name']}", q, ""))
+    return out
+
+
+def parse_scrape(text):
+    """family -> (type, label set) from a Prometheus text scrape."""
+    fams, types = {}, {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, typ = line.split(None, 3)
+            types[name] = typ
+            fams.setdefault(name, set())
+        elif line and not line.startswith("#"):
+            m = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?", line)
+            name, labels = m.group(1), m.group(3) or ""
+            base = name
+            for suffix in ("_bucket", "_sum", "_count"):
+                if name.endswith(suffix) and types.get(name[: -len(suffix)]) in ("histogram", "summary"):
+                    base = name[: -len(suffix)]
+            fams.setdefault(base, set()).update(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="', labels))
+    return {n: (types.get(n, "untyped"), ls) for n, ls in fams.items()}
+
+
+def registered_in_source(src):
+    """family -> (type, labels) declared in crates/telemetry/src/lib.rs, for families a
+    short run cannot make appear (a labelled family shows up once a child exists)."""
+    text = open(src).read()
+    out = {}
+    hits = list(re.finditer(r'"(junction_[a-z0-9_]+)"', text))
+    for i, m in enumerate(hits):
+        end = hits[i + 1].start() if i + 1 < len(hits) else len(text)
+        chunk = text[m.end():end]
+        lab = re.search(r"&\[([^\]]*)\]", chunk)
+        labels = set(re.findall(r'"([a-z_]+)"', lab.group(1))) if lab else set()
+        before = text[max(0, m.start() - 60):m.start()]
+        typ = "histogram" if ("histogram(" in before or "HistogramOpts::new(" in before) else "other"
+        out.setdefault(m.group(1), (typ, labels))
+    return out
+
+
+def metrics(scrape_path, src, rules_files, dashboards):
+    scraped = parse_scrape(open(scrape_path).read())
+    source = registered_in_source(src)
+    problems, notes = [], []
+    seen_names = set()
+    for where, expr, legend in uses_from(rules_files, dashboards):
+        # Drop string literals, then find identifiers that are metric names.
+        bare = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+        bare = re.sub(r"\[[^\]]*\]", "", bare)
+        names = set()
+        for tok in re.finditer(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\b\s*(\{|\(|)", bare):
+            t, nxt = tok.group(1), tok.group(2)
+            if t.startswith(("junction_", "process_")):
+                names.add(t)
+        if not names:
+            problems.append(f"{where}: uses no Junction metric: {expr}")
+            continue
+        label_sets = []
+        for n in sorted(names):
+            base, typ_needed = n, None
+            for suffix in ("_bucket", "_sum", "_count"):
+                if n.endswith(suffix):
+                    cand = n[: -len(suffix)]
+                    if cand in scraped or cand in source:
+                        base, typ_needed = cand, suffix
+            seen_names.add(base)
+            if base in scraped:
+                typ, labels = scraped[base]
+            elif base in source:
+                typ, labels = source[base]
+                notes.append(f"{base}: registered, not in this scrape (no child yet)")
+            else:
+                problems.append(f"{where}: {n} is not a metric Junction exports")
+                continue
+            if typ_needed and typ not in ("histogram", "summary"):
+                problems.append(f"{where}: {n}: {base} is not a histogram")
+            if n.endswith("_total") is False and base == n and typ == "histogram":
+                problems.append(f"{where}: {n} is a histogram: use {n}_bucket/_sum/_count")
+            label_sets.append(labels)
+        if not label_sets:
+            continue
+        allowed = set().union(*label_sets) | TARGET_LABELS
+        used = set()
+        for grp in re.findall(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)", bare):
+            used |= {x.strip() for x in grp.split(",") if x.strip()}
+        for sel in re.findall(r"\{([^}]*)\}", re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)):
+            used |= set(re.findall(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)", sel))
+        m = re.match(r"\s*label_values\((.*),\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\)\s*$", expr)
+        if m:
+            used.add(m.group(2))
+        used |= set(re.findall(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}", legend))
+        unknown = used - allowed
+        if unknown:
+            problems.append(f"{where}: labels {sorted(unknown)} are on none of {sorted(names)}")
+    for n in sorted(set(notes)):
+        print("note: " + n)
+    print(f"{len(seen_names)} metric families used, all exported" if not problems else "\n".join(problems))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd == "split":
+        sys.exit(split(sys.argv[2], sys.argv[3]))
+    if cmd == "metrics":
+        rules = [a for a in sys.argv[4:] if a.endswith(".yaml")]
+        dashes = [a for a in sys.argv[4:] if a.endswith(".json")]
+        sys.exit(metrics(sys.argv[2], sys.argv[3], rules, dashes))
+    sys.exit(f"unknown command {cmd}")
+PY
+
+# --- every values set: lint, render, validate ------------------------------------
+sets=("defaults")
+for f in "$chart"/ci/*.yaml; do sets+=("$f"); done
+# Rules with default thresholds, for the alert unit tests below.
+sets+=("rules-default")
+
+stand_in="chart-check-stand-in-secret-0123456789abcdef" # >= 32 bytes, like a real state key
+rules_files=()
+dashboards=()
+for s in "${sets[@]}"; do
+  case "$s" in
+    defaults) name="defaults"; vals=() ;;
+    rules-default) name="rules-default"; vals=(--set prometheusRule.enabled=true) ;;
+    *) name="$(basename "$s" .yaml)"; vals=(-f "$s") ;;
+  esac
+  dir="$work/$name"
+  mkdir -p "$dir"
+  if [ "$name" != "rules-default" ]; then
+    check "helm lint --strict ($name)" "$helm" lint --strict "$chart" "${vals[@]}"
+  fi
+  if out="$("$helm" template "$release" "$chart" --namespace "$namespace" "${vals[@]}" 2>&1 >"$dir/rendered.yaml")"; then
+    ok "helm template ($name)"
+  else
+    bad "helm template ($name)" "$out"
+    continue
+  fi
+  check "structure of the rendering ($name)" "$py" "$work/check.py" split "$dir/rendered.yaml" "$dir"
+  for k in 1.25.0 1.37.0; do
+    check "kubernetes-validate --strict -k $k ($name)" "$kv" --strict --quiet --no-warn -k "$k" "$dir/core.yaml"
+  done
+  if [ -f "$dir/gateway.yaml" ]; then
+    # The pod's environment: every env var it gets, with stand-in values.
+    envs=(PATH="$PATH")
+    while read -r n; do [ -n "$n" ] && envs+=("$n=$stand_in"); done <"$dir/env-names"
+    check "junction validate on the rendered gateway.yaml ($name)" \
+      env -i "${envs[@]}" "$junction" validate --config "$dir/gateway.yaml"
+  fi
+  if [ -f "$dir/rules.yaml" ]; then
+    check "promtool check rules ($name)" "$promtool" check rules "$dir/rules.yaml"
+    rules_files+=("$dir/rules.yaml")
+  fi
+  for d in "$dir"/dashboard-*.json; do [ -f "$d" ] && dashboards+=("$d"); done
+done
+
+# --- values the chart must refuse --------------------------------------------------
+refuse() {
+  local what="$1" want="$2"
+  shift 2
+  local out
+  if out="$("$helm" template "$release" "$chart" --namespace "$namespace" "$@" 2>&1)"; then
+    bad "refuses $what" "rendered without error"
+  elif ! grep -q -- "$want" <<<"$out"; then
+    bad "refuses $what" "error does not say \"$want\": $out"
+  else
+    ok "refuses $what"
+  fi
+}
+refuse "several replicas without a shared state key" "stateKey" --set replicaCount=2
+refuse "autoscaling without a shared state key" "stateKey" --set autoscaling.enabled=true
+refuse "a short state key" "32 bytes" --set replicaCount=2 --set stateKey.value=short
+refuse "a bearer_token_env no secret provides" "secretEnv" \
+  --set 'config.upstreams[0].id=crm' --set 'config.upstreams[0].url=http://crm/mcp' \
+  --set 'config.upstreams[0].bearer_token_env=CRM_TOKEN'
+refuse "an unknown top-level value (schema)" "additional properties .replicas. not allowed" --set replicas=2
+refuse "a root container (schema)" "runAsNonRoot.: value must be true" --set securityContext.runAsNonRoot=false
+refuse "tls without a Secret" "tls.secretName" --set tls.enabled=true
+
+# --- alert unit tests ----------------------------------------------------------------
+if [ -f "$work/rules-default/rules.yaml" ]; then
+  sel="job=\"$release\",namespace=\"$namespace\""
+  cat >"$work/rules-default/tests.yaml" <<EOF
+rule_files: [rules.yaml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      # crm: down on both replicas; search: down on one only (not an outage).
+      - {series: 'junction_upstream_up{$sel,pod="a",upstream="crm"}', values: '0x20'}
+      - {series: 'junction_upstream_up{$sel,pod="b",upstream="crm"}', values: '0x20'}
+      - {series: 'junction_upstream_up{$sel,pod="a",upstream="search"}', values: '1x20'}
+      - {series: 'junction_upstream_up{$sel,pod="b",upstream="search"}', values: '0x20'}
+      # /mcp: 10 errors per 100 ok; /quiet: 1 per 100 (below 5%).
+      - {series: 'junction_requests_total{$sel,pod="a",route="/mcp",method="tools/call",outcome="ok"}', values: '0+100x20'}
+      - {series: 'junction_requests_total{$sel,pod="a",route="/mcp",method="tools/call",outcome="error"}', values: '0+10x20'}
+      - {series: 'junction_requests_total{$sel,pod="a",route="/quiet",method="tools/call",outcome="ok"}', values: '0+100x20'}
+      - {series: 'junction_requests_total{$sel,pod="a",route="/quiet",method="tools/call",outcome="error"}', values: '0+1x20'}
+      # /mcp: most requests take 2.5-10 s.
+      - {series: 'junction_request_duration_seconds_bucket{$sel,pod="a",route="/mcp",method="tools/call",le="2.5"}', values: '0+10x20'}
+      - {series: 'junction_request_duration_seconds_bucket{$sel,pod="a",route="/mcp",method="tools/call",le="10"}', values: '0+110x20'}
+      - {series: 'junction_request_duration_seconds_bucket{$sel,pod="a",route="/mcp",method="tools/call",le="+Inf"}', values: '0+110x20'}
+      - {series: 'junction_request_duration_seconds_bucket{$sel,pod="a",route="/quiet",method="tools/call",le="2.5"}', values: '0+101x20'}
+      - {series: 'junction_request_duration_seconds_bucket{$sel,pod="a",route="/quiet",method="tools/call",le="+Inf"}', values: '0+101x20'}
+      # crm tool calls fail half the time.
+      - {series: 'junction_tool_calls_total{$sel,pod="a",upstream="crm",tool="crm__get",outcome="ok"}', values: '0+30x20'}
+      - {series: 'junction_tool_calls_total{$sel,pod="a",upstream="crm",tool="crm__get",outcome="upstream_error"}', values: '0+30x20'}
+      # 10 rejections/s on one rule, 0.1/s on another.
+      - {series: 'junction_rate_limited_total{$sel,pod="a",rule="per-user"}', values: '0+600x20'}
+      - {series: 'junction_rate_limited_total{$sel,pod="a",rule="per-ip"}', values: '0+6x20'}
+      # Pod a rejects a config edit at minute 2; pod b and other releases are fine.
+      - {series: 'junction_config_last_reload_success{$sel,pod="a"}', values: '1 1 0x18'}
+      - {series: 'junction_config_last_reload_success{$sel,pod="b"}', values: '1x20'}
+      - {series: 'junction_config_last_reload_success{job="other",namespace="$namespace",pod="c"}', values: '0x20'}
+    alert_rule_test:
+      - {eval_time: 3m, alertname: JunctionUpstreamDown, exp_alerts: []}
+      - eval_time: 10m
+        alertname: JunctionUpstreamDown
+        exp_alerts:
+          - exp_labels: {severity: warning, namespace: $namespace, upstream: crm}
+            exp_annotations:
+              summary: Upstream crm is down
+              description: No Junction replica in $namespace has reached upstream crm; its tools are missing from the catalog or failing.
+      - eval_time: 15m
+        alertname: JunctionHighErrorRatio
+        exp_alerts:
+          - exp_labels: {severity: warning, namespace: $namespace, route: /mcp}
+            exp_annotations:
+              summary: Junction route /mcp answers errors
+              description: 9.091% of MCP requests on route /mcp failed over 5m.
+      - eval_time: 15m
+        alertname: JunctionHighLatencyP99
+        exp_alerts:
+          - exp_labels: {severity: warning, namespace: $namespace, route: /mcp}
+            exp_annotations:
+              summary: Junction route /mcp is slow
+              description: p99 request latency on route /mcp is 9.918s.
+      - eval_time: 15m
+        alertname: JunctionToolCallErrors
+        exp_alerts:
+          - exp_labels: {severity: warning, namespace: $namespace, upstream: crm}
+            exp_annotations:
+              summary: Tool calls to upstream crm fail
+              description: 50% of tools/call requests to crm failed over 5m.
+      - eval_time: 15m
+        alertname: JunctionRateLimiting
+        exp_alerts:
+          - exp_labels: {severity: info, namespace: $namespace, rule: per-user}
+            exp_annotations:
+              summary: Rate-limit rule per-user rejects requests
+              description: Rule per-user rejected 10 requests/s over 5m.
+      - {eval_time: 5m, alertname: JunctionConfigReloadFailed, exp_alerts: []}
+      - eval_time: 8m
+        alertname: JunctionConfigReloadFailed
+        exp_alerts:
+          - exp_labels: {severity: warning, job: $release, namespace: $namespace, pod: a}
+            exp_annotations:
+              summary: Junction a rejected its new config
+              description: 'The last config reload on a failed; it keeps serving the previous config. See its logs ("config reload failed") or run junction validate on the ConfigMap.'
+EOF
+  check "promtool test rules: alerts fire and stay quiet as intended" \
+    bash -c "cd '$work/rules-default' && '$promtool' test rules tests.yaml"
+fi
+
+# --- a real Junction: scrape, lint, compare with what the chart uses ---------------------
+mdir="$work/metrics"
+mkdir -p "$mdir"
+write_config() {
+  cat >"$mdir/gateway.yaml" <<EOF
+server: {listen: "127.0.0.1:0"}
+upstreams:
+  - {id: weather, command: [junction, demo, weather], list_ttl: $1}
+  - {id: notes, command: [junction, demo, notes]}
+routes:
+  - {path: /mcp}
+  - {path: /weather, upstreams: [weather], prefix: never}
+log: {format: json}
+EOF
+}
+write_config 30s
+: >"$mdir/stdout"
+"$junction" run --config "$mdir/gateway.yaml" >"$mdir/stdout" 2>"$mdir/stderr" &
+gw_pid=$!
+port=""
+for _ in $(seq 1 100); do
+  port="$(sed -n 's/^junction listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$mdir/stdout")"
+  [ -n "$port" ] && break
+  kill -0 "$gw_pid" 2>/dev/null || break
+  sleep 0.1
+done
+if [ -z "$port" ]; then
+  bad "junction run on 127.0.0.1:0" "$(cat "$mdir/stderr")"
+else
+  ok "junction run on 127.0.0.1:0 (port $port)"
+  cat >"$mdir/drive.py" <<'PY'
+"""Drives traffic so the labelled families get children, and reloads the config."""
+import json, os, signal, subprocess, sys, time, urllib.request, urllib.error
+
+base, pid, cfg = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+problems = []
+
+def http(method, path, body=None, headers=None):
+    req = urllib.request.Request(base + path, method=method, data=body, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+def until(what, f):
+    for _ in range(150):
+        if f():
+            return True
+        time.sleep(0.1)
+    problems.append("timed out waiting for " + what)
+    return False
+
+def mcp(path, method, params, headers=None, n=[0]):
+    n[0] += 1
+    params = dict(params)
+    params["_meta"] = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                       "io.modelcontextprotocol/clientCapabilities": {},
+                       "io.modelcontextprotocol/clientInfo": {"name": "chart-check", "version": "1"}}
+    h = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+         "mcp-protocol-version": "2026-07-28", "mcp-method": method}
+    if "name" in params:
+        h["mcp-name"] = params["name"]
+    h.update(headers or {})
+    body = json.dumps({"jsonrpc": "2.0", "id": n[0], "method": method, "params": params}).encode()
+    return http("POST", path, body, h)
+
+def scrape():
+    return http("GET", "/metrics")[1]
+
+until("/readyz 200", lambda: http("GET", "/readyz")[0] == 200)
+if http("GET", "/healthz")[0] != 200:
+    problems.append("/healthz is not 200")
+status, text = mcp("/mcp", "tools/list", {})
+if status != 200 or "weather__add" not in text or "notes__add_note" not in text:
+    problems.append(f"tools/list on /mcp: {status} {text[:300]}")
+mcp("/weather", "tools/list", {})
+status, text = mcp("/mcp", "tools/call", {"name": "weather__add", "arguments": {"a": 1, "b": 2}})
+if status != 200 or '"3"' not in text and "3" not in text:
+    problems.append(f"tools/call weather__add: {status} {text[:300]}")
+mcp("/mcp", "tools/call", {"name": "notes__add_note", "arguments": {"text": "chart-check"}})
+mcp("/mcp", "tools/call", {"name": "weather__no_such_tool", "arguments": {}})
+# A header that contradicts the body: rejected with HTTP 400 (outcome="error").
+status, _ = mcp("/mcp", "tools/list", {}, {"mcp-method": "tools/call"})
+if status != 400:
+    problems.append(f"mismatched Mcp-Method header: want 400, got {status}")
+
+# A good edit, then a bad one (SIGHUP makes the reload immediate).
+original = open(cfg).read()
+good = original.replace("list_ttl: 30s", "list_ttl: 45s")
+if good == original:
+    problems.append("the config edit changed nothing")
+open(cfg, "w").write(good)
+os.kill(pid, signal.SIGHUP)
+until("a successful reload", lambda: 'junction_config_reloads_total{result="success"}' in scrape())
+open(cfg, "w").write(good + "bogus_section: 1\n")
+os.kill(pid, signal.SIGHUP)
+until("a failed reload", lambda: "junction_config_last_reload_success 0" in scrape())
+open(cfg, "w").write(good)
+os.kill(pid, signal.SIGHUP)
+until("recovery after the bad edit", lambda: "junction_config_last_reload_success 1" in scrape())
+status, text = mcp("/mcp", "tools/call", {"name": "weather__add", "arguments": {"a": 2, "b": 2}})
+if status != 200:
+    problems.append(f"tools/call after the reloads: {status} {text[:300]}")
+open(sys.argv[4], "w").write(scrape())
+print("\n".join(problems))
+sys.exit(1 if problems else 0)
+PY
+  check "drive junction: tools/list, tools/call, an error, good and bad reloads" \
+    "$py" "$mdir/drive.py" "http://127.0.0.1:$port" "$gw_pid" "$mdir/gateway.yaml" "$mdir/scrape.txt"
+  if [ -s "$mdir/scrape.txt" ]; then
+    check "promtool check metrics on the scrape" bash -c "'$promtool' check metrics <'$mdir/scrape.txt'"
+    check "dashboard and alerts use only metrics and labels Junction exports" \
+      "$py" "$work/check.py" metrics "$mdir/scrape.txt" crates/telemetry/src/lib.rs \
+      "${rules_files[@]}" "${dashboards[@]}"
+  else
+    bad "scrape /metrics" "$(tail -20 "$mdir/stderr")"
+  fi
+  kill "$gw_pid" 2>/dev/null
+  wait "$gw_pid" 2>/dev/null
+  gw_pid=""
+fi
+
+finish
