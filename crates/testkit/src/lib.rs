@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod codec;
+pub mod fast;
 pub mod gateway;
 pub mod mock;
 mod response;
