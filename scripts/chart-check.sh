@@ -91,6 +91,45 @@ def subset(small, big):
     return all(big.get(k) == v for k, v in (small or {}).items())
 
 
+def dashboard_problems(d, where):
+    """What Grafana would choke on or show wrongly: ids, grid, data sources, variables."""
+    problems = []
+    for key in ("uid", "title", "panels", "schemaVersion"):
+        if key not in d:
+            problems.append(f"{where}: no {key}")
+    ids, cells = set(), {}
+    variables = {v["name"] for v in d.get("templating", {}).get("list", [])}
+
+    def walk(panels):
+        for p in panels:
+            pid = p.get("id")
+            if pid in ids:
+                problems.append(f"{where}: panel id {pid} used twice")
+            ids.add(pid)
+            g = p.get("gridPos", {})
+            if g.get("x", 0) + g.get("w", 0) > 24:
+                problems.append(f"{where}: panel {p.get('title')!r} is wider than the grid")
+            for yy in range(g.get("y", 0), g.get("y", 0) + g.get("h", 0)):
+                for xx in range(g.get("x", 0), g.get("x", 0) + g.get("w", 0)):
+                    if (xx, yy) in cells:
+                        problems.append(f"{where}: panels {cells[(xx, yy)]!r} and {p.get('title')!r} overlap")
+                        break
+                    cells[(xx, yy)] = p.get("title")
+                else:
+                    continue
+                break
+            if p.get("type") != "row":
+                if not p.get("targets"):
+                    problems.append(f"{where}: panel {p.get('title')!r} has no queries")
+                for t in p.get("targets", []):
+                    for var in re.findall(r"\$(?:\{)?([a-zA-Z_]+)", t.get("expr", "")):
+                        if not var.startswith("__") and var not in variables:
+                            problems.append(f"{where}: panel {p.get('title')!r} uses undefined ${var}")
+            walk(p.get("panels", []))
+    walk(d.get("panels", []))
+    return problems
+
+
 def split(rendered, out):
     """Writes out/{gateway.yaml,env-names,rules.yaml,dashboard-N.json,core.yaml}; prints problems."""
     problems = []
@@ -226,6 +265,7 @@ def split(rendered, out):
                 continue
             n += 1
             open(f"{out}/dashboard-{n}.json", "w").write(text)
+            problems += dashboard_problems(json.loads(text), f"{cm['metadata']['name']}/{key}")
     print("\n".join(problems))
     return 1 if problems else 0
 
