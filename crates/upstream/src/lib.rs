@@ -10,6 +10,7 @@
 //! the caller hands it), never reuse a downstream JSON-RPC id upstream, never
 //! re-serialize forwarded payloads, and never panic on what an upstream sends.
 
+mod breaker;
 mod envelope;
 mod era;
 mod error;
@@ -27,6 +28,7 @@ use junction_protocol::jsonrpc::{RawParams, RpcError};
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 
+pub use breaker::BreakerConfig;
 pub use era::{Era, EraPref};
 pub use error::UpstreamError;
 pub use stream::ResponseStream;
@@ -144,7 +146,12 @@ pub struct Upstream {
     timeout: Duration,
     transport: Transport,
     changes: tokio::sync::broadcast::Sender<String>,
+    breaker: breaker::Breaker,
 }
+
+/// Pause before the one retry of a request that never left Junction: long
+/// enough for a respawned child or a restarted listener, short next to any deadline.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// Capacity of the change channel; a lagging receiver just refreshes.
 const CHANGES_CAPACITY: usize = 16;
@@ -164,7 +171,16 @@ impl std::fmt::Debug for Upstream {
 
 impl Upstream {
     /// Validates the spec and builds the pooled client; does no network I/O.
+    /// The circuit breaker uses `BreakerConfig::default()`.
     pub fn new(spec: UpstreamSpec) -> Result<Arc<Upstream>, UpstreamError> {
+        Self::with_breaker(spec, BreakerConfig::default())
+    }
+
+    /// Like `new`, with explicit circuit-breaker tuning.
+    pub fn with_breaker(
+        spec: UpstreamSpec,
+        breaker: BreakerConfig,
+    ) -> Result<Arc<Upstream>, UpstreamError> {
         let (changes, _) = tokio::sync::broadcast::channel(CHANGES_CAPACITY);
         let transport = match &spec.transport {
             TransportSpec::Http {
@@ -199,6 +215,7 @@ impl Upstream {
             timeout: spec.timeout,
             transport,
             changes,
+            breaker: breaker::Breaker::new(breaker),
         }))
     }
 
@@ -229,14 +246,50 @@ impl Upstream {
             .unwrap_or(Err(UpstreamError::Timeout))
     }
 
+    /// Passive health: false while the circuit breaker is open or probing.
+    pub fn is_healthy(&self) -> bool {
+        self.breaker.is_healthy()
+    }
+
     /// Send one request; its deadline covers the era probe, connect and the
-    /// whole response.
+    /// whole response. Fails fast with `Unavailable("circuit open")` while the
+    /// breaker is open. A request that provably never left Junction
+    /// (`Unavailable`) is retried once; nothing that may have reached the
+    /// upstream is ever sent twice.
     pub async fn request(&self, req: UpstreamRequest) -> Result<ResponseStream, UpstreamError> {
+        let permit = self.admit()?;
+        let result = self.send_retrying(&req).await;
+        permit.record(breaker::Outcome::of(&result));
+        result
+    }
+
+    fn admit(&self) -> Result<breaker::Permit<'_>, UpstreamError> {
+        self.breaker
+            .admit()
+            .ok_or_else(|| UpstreamError::Unavailable("circuit open".to_owned()))
+    }
+
+    async fn send_retrying(&self, req: &UpstreamRequest) -> Result<ResponseStream, UpstreamError> {
         let deadline = Instant::now() + req.timeout.unwrap_or(self.timeout);
+        match self.send_once(req, deadline).await {
+            Err(UpstreamError::Unavailable(why)) if Instant::now() + RETRY_PAUSE < deadline => {
+                tracing::debug!(upstream = %self.id, error = %why, "nothing was sent; retrying once");
+                tokio::time::sleep(RETRY_PAUSE).await;
+                self.send_once(req, deadline).await
+            }
+            other => other,
+        }
+    }
+
+    async fn send_once(
+        &self,
+        req: &UpstreamRequest,
+        deadline: Instant,
+    ) -> Result<ResponseStream, UpstreamError> {
         let fut = async {
             match &self.transport {
-                Transport::Http(t) => t.request(&req, deadline).await,
-                Transport::Stdio(t) => t.request(&req, deadline).await,
+                Transport::Http(t) => t.request(req, deadline).await,
+                Transport::Stdio(t) => t.request(req, deadline).await,
             }
         };
         tokio::time::timeout_at(deadline, fut)
@@ -244,19 +297,33 @@ impl Upstream {
             .unwrap_or(Err(UpstreamError::Timeout))
     }
 
-    /// `tools/list` for one page; an upstream JSON-RPC error is `Rpc`.
+    /// `tools/list` for one page; an upstream JSON-RPC error is `Rpc`. Listing
+    /// is idempotent, so a page whose connection closed or got a 502/503/504
+    /// is asked for once more. The breaker sees the outcome of the whole page,
+    /// stream included.
     pub async fn list_tools_page(
         &self,
         cursor: Option<String>,
     ) -> Result<ToolsPage, UpstreamError> {
+        let permit = self.admit()?;
+        let mut result = self.list_once(cursor.as_deref()).await;
+        if result.as_ref().is_err_and(list_retry_helps) {
+            tracing::debug!(upstream = %self.id, "retrying tools/list once");
+            result = self.list_once(cursor.as_deref()).await;
+        }
+        permit.record(breaker::Outcome::of(&result));
+        result
+    }
+
+    async fn list_once(&self, cursor: Option<&str>) -> Result<ToolsPage, UpstreamError> {
         let mut params = RawParams::new();
         if let Some(c) = cursor {
             let raw =
-                serde_json::to_string(&c).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
+                serde_json::to_string(c).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
             params.insert("cursor".to_owned(), envelope::raw_string(raw));
         }
         let mut stream = self
-            .request(UpstreamRequest {
+            .send_retrying(&UpstreamRequest {
                 method: "tools/list".to_owned(),
                 params,
                 ..UpstreamRequest::default()
@@ -281,6 +348,19 @@ impl Upstream {
             Transport::Stdio(t) => t.shutdown().await,
         }
     }
+}
+
+/// Transient trouble worth one more try of an idempotent list (a timeout is
+/// not: its deadline is spent).
+fn list_retry_helps(e: &UpstreamError) -> bool {
+    matches!(
+        e,
+        UpstreamError::Closed
+            | UpstreamError::Http {
+                status: 502..=504,
+                ..
+            }
+    )
 }
 
 #[derive(serde::Deserialize)]
@@ -321,6 +401,56 @@ mod tests {
         send::<ResponseStream>();
         send::<UpstreamError>();
         send_sync::<Upstream>();
+    }
+
+    #[tokio::test]
+    async fn refused_connections_open_the_breaker_then_fail_fast() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string());
+            l.and_then(|l| l.local_addr().map_err(|e| e.to_string()))
+                .map(|a| a.port())
+                .unwrap_or(1)
+        };
+        let spec = UpstreamSpec {
+            id: "down".into(),
+            transport: TransportSpec::Http {
+                url: format!("http://127.0.0.1:{port}/mcp"),
+                headers: Vec::new(),
+                ca_file: None,
+            },
+            timeout: Duration::from_secs(5),
+            era: EraPref::Modern,
+        };
+        let cfg = BreakerConfig {
+            failure_threshold: 2,
+            ..BreakerConfig::default()
+        };
+        let up = Upstream::with_breaker(spec, cfg).expect("valid spec");
+        assert!(up.is_healthy());
+        for _ in 0..2 {
+            let err = up.list_tools_page(None).await.expect_err("refused");
+            assert!(
+                matches!(err, UpstreamError::Unavailable(ref m) if m != "circuit open"),
+                "{err}"
+            );
+        }
+        assert!(!up.is_healthy());
+        let err = up.list_tools_page(None).await.expect_err("open");
+        assert!(
+            matches!(err, UpstreamError::Unavailable(ref m) if m == "circuit open"),
+            "{err}"
+        );
+        let err = up
+            .request(UpstreamRequest {
+                method: "tools/call".into(),
+                ..UpstreamRequest::default()
+            })
+            .await
+            .expect_err("open");
+        assert!(
+            matches!(err, UpstreamError::Unavailable(ref m) if m == "circuit open"),
+            "{err}"
+        );
     }
 
     #[test]
