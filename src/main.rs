@@ -188,7 +188,18 @@ async fn catalog(path: PathBuf, json: bool) -> anyhow::Result<()> {
             continue;
         };
         for t in &catalog.tools {
-            out.push(serde_json::json!({"route": path, "exposed": t.exposed, "upstream": t.upstream, "original": t.original}));
+            let secret = junction_catalog::secret_like_headers(&t.header_params);
+            let flags: Vec<String> = secret
+                .iter()
+                .map(|h| format!("secret-like header {h}"))
+                .collect();
+            out.push(serde_json::json!({
+                "route": path,
+                "exposed": t.exposed,
+                "upstream": t.upstream,
+                "original": t.original,
+                "flags": flags,
+            }));
         }
         if !catalog.degraded.is_empty() {
             eprintln!(
@@ -202,17 +213,24 @@ async fn catalog(path: PathBuf, json: bool) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!(
-            "{:<8} {:<40} {:<16} ORIGINAL",
-            "ROUTE", "EXPOSED", "UPSTREAM"
+            "{:<8} {:<40} {:<16} {:<24} FLAGS",
+            "ROUTE", "EXPOSED", "UPSTREAM", "ORIGINAL"
         );
         for t in &out {
             let s = |k: &str| t[k].as_str().unwrap_or("").to_owned();
+            let flags: Vec<&str> = t["flags"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f.as_str())
+                .collect();
             println!(
-                "{:<8} {:<40} {:<16} {}",
+                "{:<8} {:<40} {:<16} {:<24} {}",
                 s("route"),
                 s("exposed"),
                 s("upstream"),
-                s("original")
+                s("original"),
+                flags.join("; ")
             );
         }
     }

@@ -33,6 +33,8 @@ pub enum DropKind {
     InvalidHeaderAnnotation,
     Duplicate,
     NameCollision,
+    /// `tools.drop_secret_headers` and an annotation that looks like a secret.
+    SecretHeader,
 }
 
 impl DropKind {
@@ -46,6 +48,7 @@ impl DropKind {
             DropKind::InvalidHeaderAnnotation => "invalid_x_mcp_header",
             DropKind::Duplicate => "duplicate",
             DropKind::NameCollision => "name_collision",
+            DropKind::SecretHeader => "secret_header",
         }
     }
 }

@@ -9,6 +9,7 @@ use crate::CatalogError;
 pub struct ToolFilter {
     include: Option<GlobSet>,
     exclude: GlobSet,
+    drop_secret_headers: bool,
 }
 
 impl Default for ToolFilter {
@@ -16,6 +17,7 @@ impl Default for ToolFilter {
         ToolFilter {
             include: None,
             exclude: GlobSet::empty(),
+            drop_secret_headers: false,
         }
     }
 }
@@ -45,7 +47,18 @@ impl ToolFilter {
         Ok(ToolFilter {
             include,
             exclude: build(exclude)?,
+            drop_secret_headers: false,
         })
+    }
+
+    /// Also leave out tools whose `x-mcp-header` parameters look like secrets.
+    pub fn dropping_secret_headers(mut self, drop: bool) -> Self {
+        self.drop_secret_headers = drop;
+        self
+    }
+
+    pub fn drops_secret_headers(&self) -> bool {
+        self.drop_secret_headers
     }
 
     /// Whether a tool with this exposed name belongs on the route.
@@ -85,5 +98,49 @@ mod tests {
     fn bad_glob_is_an_error() {
         let err = ToolFilter::new(&s(&["a[b"]), &[]).unwrap_err();
         assert!(err.to_string().contains("a[b"), "{err}");
+    }
+}
+
+/// Names of `x-mcp-header` parameters that look like secrets (their values would
+/// travel in headers every intermediary can read). Case-insensitive substring
+/// match on the annotation and the property name.
+pub fn secret_like_headers(params: &[junction_protocol::xmcp::HeaderParam]) -> Vec<String> {
+    const WORDS: &[&str] = &[
+        "password",
+        "passwd",
+        "token",
+        "secret",
+        "key",
+        "authorization",
+        "credential",
+    ];
+    params
+        .iter()
+        .filter(|p| {
+            let property = p.path.last().map(String::as_str).unwrap_or("");
+            [p.name.as_str(), property]
+                .iter()
+                .any(|n| WORDS.iter().any(|w| n.to_ascii_lowercase().contains(w)))
+        })
+        .map(|p| p.header.clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod secret_tests {
+    use super::*;
+    use junction_protocol::xmcp::header_params;
+    use serde_json::json;
+
+    #[test]
+    fn secret_like_annotations_are_found() {
+        let schema = json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "apiKey": {"type": "string", "x-mcp-header": "Api-Key"},
+            "x": {"type": "string", "x-mcp-header": "Session-Token"}}});
+        let params = header_params(&schema).unwrap();
+        let mut found = secret_like_headers(&params);
+        found.sort();
+        assert_eq!(found, vec!["Mcp-Param-Api-Key", "Mcp-Param-Session-Token"]);
     }
 }

@@ -18,7 +18,7 @@ mod naming;
 pub use cache::{fan_out, SourceError, SourcePage, ToolCache, ToolSource};
 pub use catalog::{Catalog, DropKind, Dropped, ExposedTool};
 pub use cursor::CursorError;
-pub use filter::ToolFilter;
+pub use filter::{secret_like_headers, ToolFilter};
 pub use memo::MergedCache;
 pub use merge::{merge, ListStatus, UpstreamTools};
 pub use naming::NamingRules;

@@ -208,6 +208,17 @@ pub fn merge(
                     continue;
                 }
             };
+            if filter.drops_secret_headers() {
+                let secret = crate::filter::secret_like_headers(&header_params);
+                if !secret.is_empty() {
+                    let why = format!(
+                        "x-mcp-header parameters look like secrets: {}",
+                        secret.join(", ")
+                    );
+                    dropped.push(drop(id, original, DropKind::SecretHeader, why));
+                    continue;
+                }
+            }
             if let Some((owner, first)) = taken.get(&exposed) {
                 let (kind, reason) = if owner == id && first == original {
                     (DropKind::Duplicate, "duplicate".to_owned())

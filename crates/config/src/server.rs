@@ -65,7 +65,12 @@ pub(crate) fn server(ctx: &mut Ctx, v: Option<&Value>) -> ServerConfig {
 }
 
 pub(crate) fn tools(ctx: &mut Ctx, v: Option<&Value>) -> ToolsConfig {
-    let o = Obj::new(ctx, v, "tools", &["separator", "max_name_length"]);
+    let o = Obj::new(
+        ctx,
+        v,
+        "tools",
+        &["separator", "max_name_length", "drop_secret_headers"],
+    );
     let separator = match o.string(ctx, "separator") {
         None => "__".to_owned(),
         Some(s) => {
@@ -85,9 +90,11 @@ pub(crate) fn tools(ctx: &mut Ctx, v: Option<&Value>) -> ToolsConfig {
         }
     };
     let max_name_length = o.int(ctx, "max_name_length", 16, 128).map(|n| n as usize);
+    let drop_secret_headers = o.boolean(ctx, "drop_secret_headers", false);
     ToolsConfig {
         separator,
         max_name_length,
+        drop_secret_headers,
     }
 }
 

@@ -112,6 +112,10 @@ pub struct ToolsConfig {
     pub separator: String,
     /// 16..=128 when set.
     pub max_name_length: Option<usize>,
+    /// Leave out tools whose `x-mcp-header` parameters look like secrets
+    /// (password, token, secret, key, authorization): header values are visible
+    /// to every intermediary. Off by default; `junction catalog` flags them either way.
+    pub drop_secret_headers: bool,
 }
 
 #[derive(Clone, Debug)]

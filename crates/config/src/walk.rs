@@ -175,6 +175,22 @@ impl<'v> Obj<'v> {
         }
     }
 
+    /// A boolean (`true`/`false`; env values arrive as the strings).
+    pub fn boolean(&self, ctx: &mut Ctx, key: &str, default: bool) -> bool {
+        match self.get(key) {
+            None | Some(Value::Null) => default,
+            Some(Value::Bool(b)) => *b,
+            Some(Value::String(s)) if s == "true" || s == "false" => s == "true",
+            Some(other) => {
+                ctx.err(
+                    &self.key_path(key),
+                    format!("expected true or false, found {}", describe(other)),
+                );
+                default
+            }
+        }
+    }
+
     /// One of `choices`; the index into `choices`.
     pub fn choice(&self, ctx: &mut Ctx, key: &str, choices: &[&str]) -> Option<usize> {
         let s = self.string(ctx, key)?;

@@ -233,7 +233,9 @@ impl State {
 }
 
 fn route_state(r: &RouteConfig, config: &Config) -> Result<RouteState, String> {
-    let filter = ToolFilter::new(&r.include, &r.exclude).map_err(|e| e.to_string())?;
+    let filter = ToolFilter::new(&r.include, &r.exclude)
+        .map_err(|e| e.to_string())?
+        .dropping_secret_headers(config.tools.drop_secret_headers);
     Ok(RouteState {
         path: r.path.clone(),
         upstreams: r.upstreams.clone(),
