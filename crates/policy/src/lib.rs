@@ -38,3 +38,11 @@ pub enum PolicyError {
     #[error("TLS setup: {0}")]
     Tls(String),
 }
+
+// The server shares these across tasks: keep that a compile error to break.
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Authenticator>();
+    send_sync::<Authorizer>();
+    send_sync::<RateLimiter>();
+};

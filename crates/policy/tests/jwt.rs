@@ -74,13 +74,30 @@ async fn digest_is_stable_per_subject() {
 }
 
 #[tokio::test]
-async fn scopes_from_scp_array() {
+async fn scopes_from_scope_and_scp() {
     let f = fixture();
     let mut c = claims("alice");
     c.as_object_mut().expect("obj").remove("scope");
     c["scp"] = json!(["b.write", "a.read"]);
     let p = check(&f, &sign("ed", Some("ed1"), &c)).await.expect("ok");
     assert_eq!(p.scopes, vec!["a.read", "b.write"]);
+    c["scp"] = json!("b.write  c.x");
+    c["scope"] = json!("a.read b.write");
+    let p = check(&f, &sign("ed", Some("ed1"), &c)).await.expect("ok");
+    assert_eq!(
+        p.scopes,
+        vec!["a.read", "b.write", "c.x"],
+        "both claims, either shape"
+    );
+    let no_scopes = {
+        let mut c = claims("alice");
+        c.as_object_mut().expect("obj").remove("scope");
+        c
+    };
+    let p = check(&f, &sign("ed", Some("ed1"), &no_scopes))
+        .await
+        .expect("ok");
+    assert!(p.scopes.is_empty());
 }
 
 #[tokio::test]

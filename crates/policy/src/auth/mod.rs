@@ -27,7 +27,7 @@ const NEVER_ADVERTISED: &str = "offline_access";
 #[derive(Clone, Debug, PartialEq)]
 pub struct Principal {
     pub subject: String,
-    /// From `scope` (space-separated) or `scp` (array or string).
+    /// From `scope` and `scp` (space-separated string or array), sorted, unique.
     pub scopes: Vec<String>,
     /// Lower-case hex SHA-256 over issuer and subject: stable across replicas
     /// and restarts, used to bind sessions and requestState envelopes.
@@ -36,8 +36,9 @@ pub struct Principal {
     pub claims: Value,
 }
 
-/// Why a request was not authenticated. Every variant is HTTP 401 except
-/// [`AuthError::JwksUnavailable`], which is the gateway's fault (see `reason`).
+/// Why a request was not authenticated: HTTP 401 with [`Authenticator::challenge`].
+/// [`AuthError::JwksUnavailable`] is the gateway's fault rather than the
+/// client's (the IdP's keys could not be loaded); a server may answer it 503.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
     #[error("no bearer token")]
@@ -202,17 +203,21 @@ impl Authenticator {
             .filter(|s| !s.is_empty())
             .ok_or(AuthError::Malformed)?
             .to_owned();
-        let mut scopes: Vec<String> = match (claims.get("scope"), claims.get("scp")) {
-            (Some(Value::String(s)), _) | (None, Some(Value::String(s))) => {
-                s.split_ascii_whitespace().map(str::to_owned).collect()
-            }
-            (None, Some(Value::Array(a))) => a
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect(),
-            _ => Vec::new(),
-        };
+        // `scope` (RFC 9068: space-separated) and `scp` (common: an array),
+        // each accepted in either shape.
+        let mut scopes: Vec<String> = ["scope", "scp"]
+            .iter()
+            .filter_map(|c| claims.get(*c))
+            .flat_map(|v| match v {
+                Value::String(s) => s.split_ascii_whitespace().map(str::to_owned).collect(),
+                Value::Array(a) => a
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect(),
+                _ => Vec::new(),
+            })
+            .collect();
         scopes.sort();
         scopes.dedup();
         let mut h = Sha256::new();
