@@ -1,7 +1,8 @@
 //! junction-testkit: dev-only helpers for Junction's end-to-end tests.
 //!
 //! - `mock`: HTTP MCP upstreams (modern, legacy, dual) that validate requests
-//!   like strict servers and record everything they receive.
+//!   like strict servers and record everything they receive, plus
+//!   `FaultyUpstream` (one scripted fault each) and a stdio fault fixture.
 //! - `client`: a JSON-RPC test client for both eras (hyper-util, no reqwest).
 //! - `gateway`: `spawn_gateway()`, which runs the built `junction` binary.
 //!
@@ -19,7 +20,10 @@ pub mod sse;
 
 pub use client::{TestClient, TestResponse, TestStream};
 pub use gateway::{spawn_gateway, spawn_gateway_with_env, spawn_with_command, Gateway};
-pub use mock::{Behavior, MockEra, MockSpec, MockTool, MockUpstream, Recorded, REQUEST_STATE};
+pub use mock::{
+    faulty_stdio_script, Behavior, Fault, FaultyUpstream, MockEra, MockSpec, MockTool,
+    MockUpstream, Recorded, REQUEST_STATE,
+};
 
 /// The modern protocol version the client and mocks speak.
 pub const MODERN: &str = "2026-07-28";

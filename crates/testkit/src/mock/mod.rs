@@ -6,11 +6,13 @@
 //! connection is dropped (in-flight requests die with them, like a crash).
 //! `set_down(false)` binds the same port again.
 
+mod faulty;
 mod http;
 mod legacy;
 mod modern;
 mod tools;
 
+pub use faulty::{faulty_stdio_script, Fault, FaultyUpstream};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::net::SocketAddr;
