@@ -3,6 +3,8 @@
 
 mod common;
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
 use common::*;
 use junction_config::JwksSource;
 use junction_policy::{AuthError, Authenticator};
@@ -253,6 +255,28 @@ async fn hs256_signed_with_the_rsa_public_key_is_refused() {
     let n = jwk("rsa1", "rsa1")["n"].as_str().expect("n").to_owned();
     let t = sign_hs256_raw(&json!({"alg": "HS256"}), &claims("alice"), n.as_bytes());
     assert_eq!(check(&f, &t).await.err(), Some(AuthError::Algorithm));
+}
+
+#[tokio::test]
+async fn header_cannot_bring_its_own_key_or_extensions() {
+    let f = fixture();
+    // A key embedded in the header is never trusted: the kid still decides.
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+    header.kid = Some("attacker".into());
+    header.jku = Some("http://127.0.0.1:1/evil.json".into());
+    let pem = key_bytes("rsa2.pem");
+    let key = jsonwebtoken::EncodingKey::from_rsa_pem(&pem).expect("key");
+    let t = jsonwebtoken::encode(&header, &claims("alice"), &key).expect("sign");
+    assert_eq!(check(&f, &t).await.err(), Some(AuthError::UnknownKey));
+    // `crit` names an extension Junction does not implement.
+    let good = sign("rsa1", Some("rsa1"), &claims("alice"));
+    let crit =
+        URL_SAFE_NO_PAD.encode(json!({"alg": "RS256", "kid": "rsa1", "crit": ["exp"]}).to_string());
+    let rest = good.split_once('.').expect("dot").1;
+    assert_eq!(
+        check(&f, &format!("{crit}.{rest}")).await.err(),
+        Some(AuthError::Malformed)
+    );
 }
 
 #[tokio::test]

@@ -365,6 +365,11 @@ fn peek_header(token: &str) -> Result<(Algorithm, Option<String>), AuthError> {
         Some(_) => return Err(AuthError::Algorithm),
         None => return Err(AuthError::Malformed),
     };
+    // RFC 7515 §4.1.11: extensions we do not implement must be refused.
+    // (`jku`/`x5u`/`jwk` are ignored: keys come only from the config.)
+    if header.get("crit").is_some() {
+        return Err(AuthError::Malformed);
+    }
     let kid = match header.get("kid") {
         None => None,
         Some(Value::String(k)) => Some(k.clone()),
