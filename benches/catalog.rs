@@ -81,7 +81,11 @@ fn benches(c: &mut Criterion) {
         })
     });
     g.bench_function("resolve_5000_miss", |b| {
-        b.iter(|| catalog.resolve(black_box("upstream7__no_such_tool")).is_some())
+        b.iter(|| {
+            catalog
+                .resolve(black_box("upstream7__no_such_tool"))
+                .is_some()
+        })
     });
 
     let sealer = Sealer::new(b"0123456789abcdef0123456789abcdef");

@@ -24,7 +24,8 @@ const PURPOSE: &str = "junction/request-state/v1";
 /// The shape of Junction's requestState envelope payload (principal digest,
 /// upstream, exposed tool, upstream state as raw JSON text).
 fn request_state_payload() -> Vec<u8> {
-    let upstream_state = r#"{"step":2,"pending":"confirm_booking","nonce":"8f14e45fceea167a5a36dedd4bea2543"}"#;
+    let upstream_state =
+        r#"{"step":2,"pending":"confirm_booking","nonce":"8f14e45fceea167a5a36dedd4bea2543"}"#;
     serde_json::to_vec(&serde_json::json!({
         "p": "3f79bb7b435b05321651daefd374cdc681dc06faa65e374e38337b88ca046dea",
         "u": "travel",

@@ -16,8 +16,8 @@ fn arg<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
 
 fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let listen: SocketAddr = arg(&args, "--listen")
-        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+    let listen: SocketAddr =
+        arg(&args, "--listen").unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
     if !listen.ip().is_loopback() {
         eprintln!("refusing to listen on {listen}: loopback only");
         std::process::exit(2);

@@ -151,7 +151,10 @@ async fn handle(
     };
     let Ok(env) = serde_json::from_slice::<Envelope<'_>>(&body) else {
         let err = br#"{"code":-32700,"message":"parse error"}"#;
-        return Ok(reply(StatusCode::BAD_REQUEST, envelope("null", "error", err)));
+        return Ok(reply(
+            StatusCode::BAD_REQUEST,
+            envelope("null", "error", err),
+        ));
     };
     let Some(id) = env.id.map(RawValue::get) else {
         return Ok(reply(StatusCode::ACCEPTED, Bytes::new()));
@@ -246,13 +249,11 @@ mod tests {
 
     #[test]
     fn list_is_valid_json_with_every_tool() {
-        let v: serde_json::Value =
-            serde_json::from_slice(&list_result(3, 7)).expect("valid JSON");
+        let v: serde_json::Value = serde_json::from_slice(&list_result(3, 7)).expect("valid JSON");
         assert_eq!(v["tools"].as_array().map(Vec::len), Some(3));
         assert_eq!(v["tools"][2]["name"], "tool2");
         assert_eq!(v["ttlMs"], 7);
-        let d: serde_json::Value =
-            serde_json::from_str(&discover_result(5)).expect("valid JSON");
+        let d: serde_json::Value = serde_json::from_str(&discover_result(5)).expect("valid JSON");
         assert_eq!(d["supportedVersions"][0], "2026-07-28");
     }
 
@@ -267,10 +268,9 @@ mod tests {
                 br#"{"jsonrpc":"2.0","id":"a-7","method":"tools/call","params":{"name":"tool0"}}"#,
             )))
             .expect("request");
-        let client = hyper_util::client::legacy::Client::builder(
-            hyper_util::rt::TokioExecutor::new(),
-        )
-        .build_http();
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http();
         let resp = client.request(req).await.expect("response");
         assert_eq!(resp.status(), StatusCode::OK);
         let body = resp.into_body().collect().await.expect("body").to_bytes();
