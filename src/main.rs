@@ -103,13 +103,15 @@ fn validate(path: &std::path::Path) -> ExitCode {
     }
 }
 
-fn build_state(
+async fn build_state(
     config: junction_config::Config,
     registry: &prometheus::Registry,
 ) -> anyhow::Result<State> {
     let metrics = junction_telemetry::Metrics::new(registry).context("registering metrics")?;
     let env: HashMap<String, String> = std::env::vars().collect();
-    State::build(config, &env, metrics).context("building the gateway state")
+    State::build(config, &env, metrics)
+        .await
+        .context("building the gateway state")
 }
 
 async fn run(path: PathBuf) -> anyhow::Result<()> {
@@ -126,16 +128,13 @@ async fn run(path: PathBuf) -> anyhow::Result<()> {
             prometheus::process_collector::ProcessCollector::for_self(),
         ));
     }
-    if config.auth.is_some() || config.rate_limits.is_some() {
-        anyhow::bail!("auth and rate_limits are accepted by `junction validate` but not enforced by this build yet; remove them to run");
-    }
     let listen = config.server.listen;
     let scheme = if config.server.tls.is_some() {
         "https"
     } else {
         "http"
     };
-    let state = Arc::new(build_state(config, &registry)?);
+    let state = Arc::new(build_state(config, &registry).await?);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
@@ -181,7 +180,7 @@ async fn catalog(path: PathBuf, json: bool) -> anyhow::Result<()> {
     junction_telemetry::init_logging(junction_telemetry::LogFormat::Text, "warn");
     let registry = prometheus::Registry::new();
     let routes: Vec<String> = config.routes.iter().map(|r| r.path.clone()).collect();
-    let state = build_state(config, &registry)?;
+    let state = build_state(config, &registry).await?;
     let mut out = Vec::new();
     for path in &routes {
         let Some(catalog) = junction_server::route_catalog_for(&state, path).await else {

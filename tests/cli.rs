@@ -1,5 +1,7 @@
 //! The `junction` command line: validate, catalog, the default config, SIGTERM.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -98,7 +100,7 @@ fn catalog_prints_exposed_name_upstream_and_original_name() {
         && l.trim_end().ends_with("countdown")));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secret_looking_header_parameters_are_flagged_and_dropped_when_configured() {
     let schema = json!({"type": "object", "properties": {"token": {"type": "string", "x-mcp-header": "Api-Token"}}});
     let up = MockUpstream::start(MockSpec::modern(
@@ -127,7 +129,12 @@ async fn secret_looking_header_parameters_are_flagged_and_dropped_when_configure
         .unwrap()
         .iter()
         .find(|r| r["exposed"] == "up__leaky")
-        .expect("listed by default");
+        .unwrap_or_else(|| {
+            panic!(
+                "listed by default: {rows:?} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
     assert_eq!(
         leaky["flags"],
         json!(["secret-like header Mcp-Param-Api-Token"])

@@ -2,6 +2,8 @@
 //! upstreams (one modern HTTP, one handshake-era HTTP) and the demo stdio server,
 //! driven by a modern and a handshake-era client.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::time::Duration;
 

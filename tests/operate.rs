@@ -1,6 +1,8 @@
 //! Operating Junction: hot reload (good and bad edits, in-flight requests kept),
 //! TLS termination, metrics, health.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::time::Duration;
 

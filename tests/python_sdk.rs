@@ -4,6 +4,8 @@
 //! route. The peers come from `tests/interop/setup.sh` (pinned venvs; run here
 //! when missing).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::OnceLock;

@@ -55,6 +55,24 @@ pub enum GatewayError {
     UpstreamTimeout { upstream: String },
     #[error("upstream {upstream} broke the protocol: {detail}")]
     UpstreamProtocol { upstream: String, detail: String },
+    /// No, or an invalid, bearer token (HTTP 401 with a challenge).
+    #[error("authentication required: {reason}")]
+    Unauthenticated {
+        reason: &'static str,
+        challenge: String,
+    },
+    /// The key set needed to check tokens cannot be fetched (HTTP 503).
+    #[error("token keys are unavailable; try again later")]
+    AuthUnavailable { challenge: String },
+    /// Authenticated, but the grant does not cover this tool (HTTP 403 step-up).
+    #[error("insufficient scope for {tool}: needs one of the grants {scopes:?}")]
+    Forbidden {
+        tool: String,
+        scopes: Vec<String>,
+        challenge: String,
+    },
+    #[error("rate limited by rule {rule}")]
+    RateLimited { rule: String, retry_after_ms: u64 },
     /// Something the gateway cannot do for this client (yet), e.g. bridging an
     /// `InputRequiredResult` to a handshake-era client.
     #[error("{0}")]
@@ -179,6 +197,29 @@ impl GatewayError {
                 gw(json!({"upstream": upstream})),
             ),
             GatewayError::Unsupported(_) => (StatusCode::OK, codes::INTERNAL_ERROR, gw(json!({}))),
+            GatewayError::Unauthenticated { reason, .. } => (
+                StatusCode::UNAUTHORIZED,
+                codes::FORBIDDEN,
+                gw(json!({"reason": reason})),
+            ),
+            GatewayError::AuthUnavailable { .. } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                codes::FORBIDDEN,
+                gw(json!({})),
+            ),
+            GatewayError::Forbidden { scopes, .. } => (
+                StatusCode::FORBIDDEN,
+                codes::FORBIDDEN,
+                gw(json!({"requiredScopes": scopes})),
+            ),
+            GatewayError::RateLimited {
+                rule,
+                retry_after_ms,
+            } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                codes::RATE_LIMITED,
+                gw(json!({"rule": rule, "retryAfterMs": retry_after_ms})),
+            ),
         };
         (
             status,
@@ -188,6 +229,25 @@ impl GatewayError {
                 data,
             },
         )
+    }
+
+    /// Response headers that go with the error (challenges, retry hints).
+    pub fn headers(&self) -> Vec<(&'static str, String)> {
+        match self {
+            GatewayError::Unauthenticated { challenge, .. }
+            | GatewayError::AuthUnavailable { challenge }
+            | GatewayError::Forbidden { challenge, .. } => {
+                vec![("www-authenticate", challenge.clone())]
+            }
+            GatewayError::RateLimited { retry_after_ms, .. } => {
+                vec![(
+                    "retry-after",
+                    retry_after_ms.div_ceil(1000).max(1).to_string(),
+                )]
+            }
+            GatewayError::MethodNotAllowed(_) => vec![("allow", "POST".into())],
+            _ => Vec::new(),
+        }
     }
 
     /// Short, bounded label for metrics.
@@ -210,6 +270,11 @@ impl GatewayError {
             GatewayError::UpstreamTimeout { .. } => "upstream_timeout",
             GatewayError::UpstreamProtocol { .. } => "upstream_protocol",
             GatewayError::Unsupported(_) => "unsupported",
+            GatewayError::Unauthenticated { .. } | GatewayError::AuthUnavailable { .. } => {
+                "unauthenticated"
+            }
+            GatewayError::Forbidden { .. } => "forbidden",
+            GatewayError::RateLimited { .. } => "rate_limited",
         }
     }
 }

@@ -20,6 +20,10 @@ use crate::tools;
 
 const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The client's address, attached to every request it sends.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer(pub std::net::SocketAddr);
+
 /// What the listener serves: the current state (swapped whole on reload) and the
 /// metrics registry made in `main`.
 pub struct Shared {
@@ -53,7 +57,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let (stream, _peer) = match accepted {
+                let (stream, peer) = match accepted {
                     Ok(a) => a,
                     Err(e) => {
                         tracing::warn!(error = %e, "accept failed");
@@ -62,7 +66,8 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                 };
                 let _ = stream.set_nodelay(true);
                 let shared2 = shared.clone();
-                let service = service_fn(move |req| {
+                let service = service_fn(move |mut req: Request<Incoming>| {
+                    req.extensions_mut().insert(Peer(peer));
                     let shared = shared2.clone();
                     async move { Ok::<_, std::convert::Infallible>(route(shared, req).await) }
                 });
@@ -123,11 +128,29 @@ async fn route(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             );
             r
         }
+        p if p.starts_with(WELL_KNOWN) => protected_resource(&state, &p[WELL_KNOWN.len()..]),
         _ => match state.routes.get(path).cloned() {
             Some(route) => mcp::handle(state, route, req).await,
             None => response::text(StatusCode::NOT_FOUND, "no MCP route at this path\n"),
         },
     }
+}
+
+const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
+
+/// RFC 9728 metadata, for the gateway as a whole and for each route.
+fn protected_resource(state: &State, rest: &str) -> Response<Body> {
+    let Some(auth) = &state.auth else {
+        return response::text(StatusCode::NOT_FOUND, "authentication is not configured\n");
+    };
+    let doc = match rest {
+        "" | "/" => auth.authenticator.resource_metadata(None),
+        route if state.routes.contains_key(route) => {
+            auth.authenticator.resource_metadata(Some(route))
+        }
+        _ => return response::text(StatusCode::NOT_FOUND, "no MCP route at this path\n"),
+    };
+    response::json(StatusCode::OK, serde_json::to_vec(&doc).unwrap_or_default())
 }
 
 /// Ready when at least one route has at least one upstream whose tool list was

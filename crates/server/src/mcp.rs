@@ -25,6 +25,10 @@ pub struct Cx<'a> {
     pub headers: &'a HeaderMap,
     /// Digest of the authenticated principal; "" while authentication is off.
     pub principal: String,
+    /// The authenticated caller, when `auth` is configured.
+    pub identity: Option<junction_policy::Principal>,
+    /// The peer's IP address (rate-limit key).
+    pub client_ip: String,
     /// (exposed tool, upstream) of a tools/call, for the access log.
     pub target: std::sync::Mutex<Option<(String, String)>>,
 }
@@ -36,6 +40,8 @@ impl Cx<'_> {
             route,
             headers,
             principal: String::new(),
+            identity: None,
+            client_ip: String::new(),
             target: std::sync::Mutex::new(None),
         }
     }
@@ -66,8 +72,18 @@ pub async fn handle(
 ) -> Response<Body> {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
-    let cx = Cx::new(&state, &route, &parts.headers);
-    let (method_label, response) = match edge_and_dispatch(&cx, &parts.method, body).await {
+    let mut cx = Cx::new(&state, &route, &parts.headers);
+    if let Some(peer) = parts.extensions.get::<crate::listener::Peer>() {
+        cx.client_ip = peer.0.ip().to_string();
+    }
+    let outcome = match edge(&cx) {
+        Err(e) => Err(e),
+        Ok(()) => match authenticate(&mut cx, parts.uri.query()).await {
+            Err(e) => Err(e),
+            Ok(()) => edge_and_dispatch(&cx, &parts.method, body).await,
+        },
+    };
+    let (method_label, response) = match outcome {
         Ok(ok) => ok,
         Err((label, id, err)) => {
             tracing::debug!(route = %route.path, error = %err, "request refused");
@@ -91,11 +107,8 @@ pub async fn handle(
 
 type Refusal = (&'static str, Option<Id>, GatewayError);
 
-async fn edge_and_dispatch(
-    cx: &Cx<'_>,
-    method: &Method,
-    body: Incoming,
-) -> Result<(&'static str, Response<Body>), Refusal> {
+/// Phase 1: header limits (431) and `Origin` (403), before anything is read.
+fn edge(cx: &Cx<'_>) -> Result<(), Refusal> {
     let config = &cx.state.config;
     junction_policy::check_header_limits(
         cx.headers,
@@ -108,8 +121,55 @@ async fn edge_and_dispatch(
         &config.server.public_url,
         &config.headers.allowed_origins,
     )
-    .map_err(|e| ("other", None, GatewayError::OriginForbidden(e.to_string())))?;
+    .map_err(|e| ("other", None, GatewayError::OriginForbidden(e.to_string())))
+}
 
+/// Phase 2: the bearer token, when `auth` is configured (before the body is read,
+/// so an anonymous client cannot make Junction parse anything).
+async fn authenticate(cx: &mut Cx<'_>, query: Option<&str>) -> Result<(), Refusal> {
+    let Some(auth) = cx.state.auth.as_ref() else {
+        return Ok(());
+    };
+    let header = cx
+        .headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    match auth
+        .authenticator
+        .authenticate(header, query, &cx.route.path)
+        .await
+    {
+        Ok(p) => {
+            cx.principal = p.digest.clone();
+            cx.identity = Some(p);
+            Ok(())
+        }
+        Err(e) => {
+            cx.state
+                .metrics
+                .auth_failures_total
+                .with_label_values(&[e.reason()])
+                .inc();
+            let challenge = auth.authenticator.challenge(&cx.route.path, &e);
+            let err = if matches!(e, junction_policy::AuthError::JwksUnavailable) {
+                GatewayError::AuthUnavailable { challenge }
+            } else {
+                GatewayError::Unauthenticated {
+                    reason: e.reason(),
+                    challenge,
+                }
+            };
+            Err(("other", None, err))
+        }
+    }
+}
+
+async fn edge_and_dispatch(
+    cx: &Cx<'_>,
+    method: &Method,
+    body: Incoming,
+) -> Result<(&'static str, Response<Body>), Refusal> {
+    let config = &cx.state.config;
     if method == Method::DELETE {
         return legacy::delete_session(cx)
             .map(|r| ("delete", r))
@@ -138,6 +198,12 @@ async fn edge_and_dispatch(
         ClientMessage::Request { id, method, params } => (id, method, params),
     };
     let label = method_label(&method);
+    if method != "tools/call" {
+        // tools/call is limited after authorization, with its upstream and tool.
+        crate::tools::rate_limit(cx, &method, "", "")
+            .await
+            .map_err(|e| (label, Some(id.clone()), e))?;
+    }
     let result = if is_legacy_request(cx, &method) {
         legacy::dispatch(cx, &id, &method, params).await
     } else {

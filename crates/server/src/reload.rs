@@ -50,31 +50,42 @@ pub async fn watch(shared: Arc<Shared>, path: PathBuf) {
             continue;
         }
         last = now;
-        reload(&shared, &path);
+        reload(&shared, &path).await;
     }
 }
 
+type Built = (State, Option<tokio_rustls::TlsAcceptor>);
+
+async fn build(
+    config: junction_config::Config,
+    env: Vec<(String, String)>,
+    prev: &State,
+    metrics: junction_telemetry::Metrics,
+) -> Result<Built, String> {
+    if config.server.listen != prev.config.server.listen {
+        tracing::warn!(old = %prev.config.server.listen, new = %config.server.listen,
+            "server.listen changed: it takes effect at the next restart");
+    }
+    let tls = match &config.server.tls {
+        Some(t) => Some(crate::tls::acceptor(t)?),
+        None => None,
+    };
+    let env: HashMap<String, String> = env.into_iter().collect();
+    let state = State::rebuild(config, &env, metrics, Some(prev))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((state, tls))
+}
+
 /// One reload attempt; returns whether the new config is now serving.
-pub fn reload(shared: &Shared, path: &Path) -> bool {
+pub async fn reload(shared: &Shared, path: &Path) -> bool {
     let prev = shared.state.load_full();
     let metrics = prev.metrics.clone();
     let env: Vec<(String, String)> = std::env::vars().collect();
-    let outcome = junction_config::load(path, &env)
-        .map_err(|e| e.to_string())
-        .and_then(|config| {
-            if config.server.listen != prev.config.server.listen {
-                tracing::warn!(old = %prev.config.server.listen, new = %config.server.listen,
-                    "server.listen changed: it takes effect at the next restart");
-            }
-            let tls = match &config.server.tls {
-                Some(t) => Some(crate::tls::acceptor(t)?),
-                None => None,
-            };
-            let env: HashMap<String, String> = env.into_iter().collect();
-            let state = State::rebuild(config, &env, metrics.clone(), Some(&prev))
-                .map_err(|e| e.to_string())?;
-            Ok((state, tls))
-        });
+    let outcome = match junction_config::load(path, &env) {
+        Err(e) => Err(e.to_string()),
+        Ok(config) => build(config, env, &prev, metrics.clone()).await,
+    };
     match outcome {
         Ok((state, tls)) => {
             let retired = state.retired_from(&prev);

@@ -47,9 +47,10 @@ pub fn text(status: StatusCode, body: &'static str) -> Response<Body> {
 pub fn error(id: Option<&Id>, err: &GatewayError) -> Response<Body> {
     let (status, rpc) = err.render();
     let mut r = json(status, error_bytes(id, &rpc));
-    if status == StatusCode::METHOD_NOT_ALLOWED {
-        r.headers_mut()
-            .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    for (name, value) in err.headers() {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            r.headers_mut().insert(name, v);
+        }
     }
     r
 }

@@ -32,6 +32,11 @@ pub enum BuildError {
         path: String,
         message: String,
     },
+    #[error("{section}: {message}")]
+    Policy {
+        section: &'static str,
+        message: String,
+    },
 }
 
 pub struct UpstreamEntry {
@@ -66,6 +71,14 @@ pub struct State {
     pub cache: Arc<ToolCache>,
     pub sealer: Sealer,
     pub metrics: Metrics,
+    /// Present when `auth` is configured: every MCP request must authenticate.
+    pub auth: Option<Auth>,
+    pub rate_limiter: Option<junction_policy::RateLimiter>,
+}
+
+pub struct Auth {
+    pub authenticator: junction_policy::Authenticator,
+    pub authorizer: junction_policy::Authorizer,
 }
 
 /// Adapts an upstream client to the catalog's `ToolSource` trait.
@@ -105,19 +118,19 @@ impl ToolSource for UpstreamSource {
 
 impl State {
     /// `env` is the process environment (injected so tests never mutate it).
-    pub fn build(
+    pub async fn build(
         config: Config,
         env: &HashMap<String, String>,
         metrics: Metrics,
     ) -> Result<State, BuildError> {
-        State::rebuild(config, env, metrics, None)
+        State::rebuild(config, env, metrics, None).await
     }
 
     /// Builds a state for `config`, reusing from `previous` every upstream client
     /// whose config did not change, the tool-list cache (entries of changed or
     /// removed upstreams are invalidated) and, when the key is unchanged or random,
     /// the sealing key, so sessions, cursors and requestState survive a reload.
-    pub fn rebuild(
+    pub async fn rebuild(
         config: Config,
         env: &HashMap<String, String>,
         metrics: Metrics,
@@ -199,6 +212,31 @@ impl State {
             }
             _ => Arc::new(ToolCache::new(config.catalog.max_pages as usize)),
         };
+        let auth = match &config.auth {
+            None => None,
+            Some(a) => Some(Auth {
+                authenticator: junction_policy::Authenticator::new(a, &config.server.public_url)
+                    .map_err(|e| BuildError::Policy {
+                        section: "auth",
+                        message: e.to_string(),
+                    })?,
+                authorizer: junction_policy::Authorizer::new(&a.rules).map_err(|e| {
+                    BuildError::Policy {
+                        section: "auth.rules",
+                        message: e.to_string(),
+                    }
+                })?,
+            }),
+        };
+        let rate_limiter = match &config.rate_limits {
+            None => None,
+            Some(r) => Some(junction_policy::RateLimiter::new(r).await.map_err(|e| {
+                BuildError::Policy {
+                    section: "rate_limits",
+                    message: e.to_string(),
+                }
+            })?),
+        };
         Ok(State {
             config,
             upstreams,
@@ -206,6 +244,8 @@ impl State {
             cache,
             sealer,
             metrics,
+            auth,
+            rate_limiter,
         })
     }
 

@@ -151,7 +151,7 @@ pub async fn list(
     client: &ClientSide,
 ) -> Result<Response<Body>, GatewayError> {
     let cursor = param_str(params, "cursor")?;
-    let catalog = route_catalog(cx).await;
+    let (catalog, per_caller) = visible_catalog(cx, route_catalog(cx).await);
     let start = match cursor {
         None => 0,
         Some(c) => cursor::decode(&cx.state.sealer, &c, catalog.version).map_err(|_| {
@@ -177,7 +177,11 @@ pub async fn list(
         );
     }
     if client.is_modern() {
-        let scope = if catalog.public { "public" } else { "private" };
+        let scope = if catalog.public && !per_caller {
+            "public"
+        } else {
+            "private"
+        };
         out.extend_from_slice(
             format!(
                 ",\"resultType\":\"complete\",\"ttlMs\":{},\"cacheScope\":\"{scope}\"",
@@ -196,6 +200,86 @@ pub async fn list(
         GatewayError::Unsupported(format!("could not build the tools/list result: {e}"))
     })?;
     Ok(response::json(StatusCode::OK, result_bytes(id, &raw)))
+}
+
+/// The part of the catalog this caller may see: everything without `auth`,
+/// else the tools its scopes grant (then the list is `private`). A tool the
+/// caller cannot see looks exactly like one that does not exist.
+/// Returns the catalog and whether the answer depends on who asked.
+fn visible_catalog(cx: &Cx<'_>, catalog: Arc<Catalog>) -> (Arc<Catalog>, bool) {
+    match (&cx.state.auth, &cx.identity) {
+        (Some(auth), Some(p)) if !auth.authorizer.grants_everything() => (
+            Arc::new(catalog.filtered(|t| auth.authorizer.allows(p, &t.exposed))),
+            true,
+        ),
+        (Some(_), _) => (catalog, true),
+        (None, _) => (catalog, false),
+    }
+}
+
+/// Phase 3: a call outside the caller's grant is 403 with a step-up challenge
+/// naming every scope that would grant it.
+fn authorize(cx: &Cx<'_>, exposed: &str) -> Result<(), GatewayError> {
+    let (Some(auth), Some(p)) = (&cx.state.auth, &cx.identity) else {
+        return Ok(());
+    };
+    if auth.authorizer.allows(p, exposed) {
+        return Ok(());
+    }
+    let scopes = auth.authorizer.scopes_granting(exposed);
+    let challenge = auth
+        .authenticator
+        .insufficient_scope_challenge(&cx.route.path, &scopes);
+    cx.state
+        .metrics
+        .auth_failures_total
+        .with_label_values(&["insufficient_scope"])
+        .inc();
+    Err(GatewayError::Forbidden {
+        tool: exposed.to_owned(),
+        scopes,
+        challenge,
+    })
+}
+
+/// Phase 4: rate limits, after authorization so protocol chatter never drains a
+/// caller's tool budget (the rules say which methods they cover).
+pub async fn rate_limit(
+    cx: &Cx<'_>,
+    method: &str,
+    upstream: &str,
+    tool: &str,
+) -> Result<(), GatewayError> {
+    let Some(limiter) = &cx.state.rate_limiter else {
+        return Ok(());
+    };
+    if !limiter.applies_to(method) {
+        return Ok(());
+    }
+    let principal = if cx.principal.is_empty() {
+        "anonymous"
+    } else {
+        cx.principal.as_str()
+    };
+    let key = junction_policy::RateKeyParts {
+        method,
+        principal,
+        upstream,
+        tool,
+        route: &cx.route.path,
+        client_ip: &cx.client_ip,
+    };
+    limiter.check(&key).await.map_err(|r| {
+        cx.state
+            .metrics
+            .rate_limited_total
+            .with_label_values(&[&r.rule])
+            .inc();
+        GatewayError::RateLimited {
+            rule: r.rule,
+            retry_after_ms: r.retry_after.as_millis() as u64,
+        }
+    })
 }
 
 /// Gateway-owned `_meta` keys that describe the client to the gateway and are
@@ -244,6 +328,8 @@ pub async fn call(
     let tool = catalog
         .resolve(&name)
         .ok_or_else(|| unknown_tool(cx, &catalog, &name))?;
+    authorize(cx, &tool.exposed)?;
+    rate_limit(cx, "tools/call", &tool.upstream, &tool.exposed).await?;
     let upstream = cx
         .state
         .upstreams

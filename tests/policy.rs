@@ -1,0 +1,415 @@
+//! Edge policy end to end: JWT authentication (RFC 9728 challenges), scope
+//! filtering and step-up, rate limits (local and shared through a real Redis),
+//! and caller-bound sessions and requestState. The testkit upstream records
+//! every header it sees, so these tests also prove no client credential leaks.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use junction_testkit::{
+    spawn_gateway, Behavior, Gateway, MockSpec, MockTool, MockUpstream, TestClient,
+};
+use serde_json::{json, Value};
+
+const ISSUER: &str = "https://idp.junction.test";
+const PUBLIC: &str = "http://junction.test";
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_junction"))
+}
+
+fn keys() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/policy/tests/keys")
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn jwks_file(dir: &Path) -> PathBuf {
+    let jwks: Value =
+        serde_json::from_slice(&std::fs::read(keys().join("public-jwk.json")).unwrap()).unwrap();
+    let mut k = jwks["rsa1"].clone();
+    k["kid"] = json!("k1");
+    k["alg"] = json!("RS256");
+    k["use"] = json!("sig");
+    let path = dir.join("jwks.json");
+    std::fs::write(&path, json!({"keys": [k]}).to_string()).unwrap();
+    path
+}
+
+fn token_with(claims: Value) -> String {
+    let pem = std::fs::read(keys().join("rsa1.pem")).unwrap();
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+    header.kid = Some("k1".into());
+    jsonwebtoken::encode(
+        &header,
+        &claims,
+        &jsonwebtoken::EncodingKey::from_rsa_pem(&pem).unwrap(),
+    )
+    .unwrap()
+}
+
+fn token(sub: &str, scope: &str) -> String {
+    token_with(
+        json!({"iss": ISSUER, "sub": sub, "aud": PUBLIC, "iat": now(), "exp": now() + 600, "scope": scope}),
+    )
+}
+
+fn bearer(t: &str) -> String {
+    format!("Bearer {t}")
+}
+
+struct World {
+    up: MockUpstream,
+    gw: Gateway,
+    _dir: tempfile::TempDir,
+}
+
+async fn world(extra: &str) -> World {
+    let up = MockUpstream::start(MockSpec::modern(
+        "up",
+        vec![
+            MockTool::echo("echo"),
+            MockTool::echo("admin"),
+            MockTool::new("mrtr", json!({"type": "object"}), Behavior::InputRequired),
+        ],
+    ))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        r#"
+server: {{listen: 127.0.0.1:0, public_url: "{PUBLIC}"}}
+upstreams:
+  - {{id: up, url: "{url}"}}
+auth:
+  jwt: {{issuer: "{ISSUER}", jwks_file: "{jwks}"}}
+  scopes_supported: [tools.read, tools.admin]
+  rules:
+    - {{scopes: [tools.read], tools: ["up__echo", "up__mrtr"]}}
+    - {{scopes: [tools.admin], tools: ["up__*"]}}
+{extra}
+"#,
+        url = up.url,
+        jwks = jwks_file(dir.path()).display()
+    );
+    let gw = spawn_gateway(bin(), &yaml).await;
+    World { up, gw, _dir: dir }
+}
+
+fn names(r: &Value) -> Vec<String> {
+    r["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn tokens_are_checked_and_challenges_point_at_the_resource_metadata() {
+    let w = world("").await;
+    let url = w.gw.url("/mcp");
+    let anon = TestClient::modern(&url)
+        .request("tools/list", json!({}))
+        .await;
+    assert_eq!(anon.status, 401);
+    assert_eq!(anon.error_code(), Some(-31005));
+    let challenge = anon
+        .header("www-authenticate")
+        .expect("challenge")
+        .to_owned();
+    assert!(challenge.starts_with("Bearer "), "{challenge}");
+    assert!(
+        challenge.contains(&format!(
+            "resource_metadata=\"{PUBLIC}/.well-known/oauth-protected-resource/mcp\""
+        )),
+        "{challenge}"
+    );
+    assert!(
+        challenge.contains("scope=\"tools.read tools.admin\""),
+        "{challenge}"
+    );
+
+    let claims = |f: &dyn Fn(&mut Value)| {
+        let mut c = json!({"iss": ISSUER, "sub": "alice", "aud": PUBLIC, "iat": now(), "exp": now() + 600, "scope": "tools.read"});
+        f(&mut c);
+        token_with(c)
+    };
+    let cases: Vec<(&str, String)> = vec![
+        ("expired", claims(&|c| c["exp"] = json!(now() - 3600))),
+        ("not yet valid", claims(&|c| c["nbf"] = json!(now() + 3600))),
+        (
+            "wrong issuer",
+            claims(&|c| c["iss"] = json!("https://evil.test")),
+        ),
+        (
+            "wrong audience",
+            claims(&|c| c["aud"] = json!("https://other.test")),
+        ),
+        ("garbage", "not.a.jwt".into()),
+    ];
+    for (what, t) in cases {
+        let r = TestClient::modern(&url)
+            .with_header("authorization", &bearer(&t))
+            .request("tools/list", json!({}))
+            .await;
+        assert_eq!(r.status, 401, "{what}");
+        assert!(
+            r.header("www-authenticate")
+                .unwrap()
+                .contains("error=\"invalid_token\""),
+            "{what}"
+        );
+    }
+    let good = token("alice", "tools.read");
+    let in_query = TestClient::modern(&format!("{url}?access_token={good}"))
+        .request("tools/list", json!({}))
+        .await;
+    assert_eq!(
+        in_query.status, 401,
+        "a token in the query string is refused"
+    );
+
+    let ok = TestClient::modern(&url)
+        .with_header("authorization", &bearer(&good))
+        .request("tools/list", json!({}))
+        .await;
+    assert_eq!(ok.status, 200, "{}", ok.text());
+
+    let meta = TestClient::modern(&w.gw.url("/.well-known/oauth-protected-resource/mcp"))
+        .raw("GET", vec![], vec![])
+        .await;
+    assert_eq!(meta.status, 200);
+    assert_eq!(meta.body["resource"], format!("{PUBLIC}/mcp"));
+    assert_eq!(meta.body["authorization_servers"], json!([ISSUER]));
+    assert_eq!(
+        TestClient::modern(&w.gw.url("/.well-known/oauth-protected-resource"))
+            .raw("GET", vec![], vec![])
+            .await
+            .status,
+        200
+    );
+    assert!(w.up.calls("echo").is_empty());
+}
+
+#[tokio::test]
+async fn scopes_filter_the_catalog_and_calls_outside_the_grant_get_a_step_up_challenge() {
+    let w = world("").await;
+    let url = w.gw.url("/mcp");
+    let reader = TestClient::modern(&url)
+        .with_header("authorization", &bearer(&token("alice", "tools.read")))
+        .with_header("cookie", "sid=secret-cookie");
+    let list = reader.request("tools/list", json!({})).await;
+    assert_eq!(names(list.result()), vec!["up__echo", "up__mrtr"]);
+    assert_eq!(list.result()["cacheScope"], "private");
+    let admin = TestClient::modern(&url)
+        .with_header("authorization", &bearer(&token("root", "tools.admin")));
+    assert_eq!(
+        names(admin.request("tools/list", json!({})).await.result()),
+        vec!["up__admin", "up__echo", "up__mrtr"]
+    );
+
+    assert_eq!(
+        reader.call_tool("up__echo", json!({})).await.result()["structuredContent"]["tool"],
+        "echo"
+    );
+    let denied = reader.call_tool("up__admin", json!({})).await;
+    assert_eq!(denied.status, 403);
+    assert_eq!(denied.error_code(), Some(-31005));
+    let challenge = denied.header("www-authenticate").unwrap();
+    assert!(
+        challenge.contains("error=\"insufficient_scope\""),
+        "{challenge}"
+    );
+    assert!(challenge.contains("scope=\"tools.admin\""), "{challenge}");
+    assert!(
+        w.up.calls("admin").is_empty(),
+        "a denied call never reaches the upstream"
+    );
+    assert_eq!(
+        admin.call_tool("up__admin", json!({})).await.result()["structuredContent"]["tool"],
+        "admin"
+    );
+
+    for r in w.up.requests() {
+        assert!(
+            r.header("authorization").is_none(),
+            "client token reached the upstream: {:?}",
+            r.headers
+        );
+        assert!(r.header("cookie").is_none());
+    }
+}
+
+#[tokio::test]
+async fn sessions_and_request_state_are_bound_to_the_caller() {
+    let w = world("").await;
+    let url = w.gw.url("/mcp");
+    let (alice, bob) = (
+        bearer(&token("alice", "tools.read")),
+        bearer(&token("bob", "tools.read")),
+    );
+    let la = TestClient::legacy(&url, "2025-11-25").with_header("authorization", &alice);
+    la.initialize().await;
+    assert_eq!(la.request("tools/list", json!({})).await.status, 200);
+    let lb = TestClient::legacy(&url, "2025-11-25").with_header("authorization", &bob);
+    lb.set_session_id(la.session_id());
+    assert_eq!(
+        lb.request("tools/list", json!({})).await.status,
+        404,
+        "alice's session id is not bob's"
+    );
+
+    let ma = TestClient::modern(&url)
+        .with_header("authorization", &alice)
+        .with_capabilities(json!({"elicitation": {}}));
+    let mb = TestClient::modern(&url)
+        .with_header("authorization", &bob)
+        .with_capabilities(json!({"elicitation": {}}));
+    let first = ma.call_tool("up__mrtr", json!({})).await;
+    let state = first.result()["requestState"].clone();
+    let keys: Vec<String> = first.result()["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    let responses: serde_json::Map<String, Value> = keys
+        .into_iter()
+        .map(|k| (k, json!({"action": "accept", "content": {}})))
+        .collect();
+    let params = json!({"name": "up__mrtr", "arguments": {}, "inputResponses": responses, "requestState": state});
+    let replay = mb.request("tools/call", params.clone()).await;
+    assert_eq!(
+        replay.error_code(),
+        Some(-32602),
+        "bob cannot replay alice's state"
+    );
+    assert_eq!(w.up.calls("mrtr").len(), 1);
+    assert_eq!(
+        ma.request("tools/call", params).await.result()["resultType"],
+        "complete"
+    );
+}
+
+#[tokio::test]
+async fn local_rate_limits_count_tool_calls_per_caller_and_tool() {
+    let w = world("rate_limits:\n  rules:\n    - {name: per-user-tool, key: [principal, tool], rate: 3, per: 1m, burst: 3}\n").await;
+    let url = w.gw.url("/mcp");
+    let alice = TestClient::modern(&url)
+        .with_header("authorization", &bearer(&token("alice", "tools.read")));
+    let bob =
+        TestClient::modern(&url).with_header("authorization", &bearer(&token("bob", "tools.read")));
+    for _ in 0..5 {
+        assert_eq!(
+            alice.request("tools/list", json!({})).await.status,
+            200,
+            "lists are not counted"
+        );
+    }
+    for i in 0..3 {
+        assert_eq!(
+            alice.call_tool("up__echo", json!({"i": i})).await.status,
+            200
+        );
+    }
+    let limited = alice.call_tool("up__echo", json!({})).await;
+    assert_eq!(limited.status, 429);
+    assert_eq!(limited.error_code(), Some(-31004));
+    assert!(
+        limited.error().unwrap()["data"]["retryAfterMs"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert!(
+        limited
+            .header("retry-after")
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            >= 1
+    );
+    assert_eq!(
+        bob.call_tool("up__echo", json!({})).await.status,
+        200,
+        "bob has his own bucket"
+    );
+    assert_eq!(w.up.calls("echo").len(), 4);
+}
+
+struct Redis(std::process::Child, u16);
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_redis() -> Redis {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = std::process::Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server is not installed: run scripts/redis.sh");
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Redis(child, port);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut child = child;
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("redis-server did not start");
+}
+
+#[tokio::test]
+async fn two_gateways_sharing_redis_enforce_one_combined_limit() {
+    let redis = start_redis();
+    let rules = format!(
+        "rate_limits:\n  backend: redis\n  redis_url: redis://127.0.0.1:{}\n  failure_mode: closed\n  rules:\n    - {{name: shared, key: [principal], rate: 5, per: 1m, burst: 5}}\n",
+        redis.1
+    );
+    let a = world(&rules).await;
+    let b = world(&rules).await;
+    let t = bearer(&token("carol", "tools.read"));
+    let ca = TestClient::modern(&a.gw.url("/mcp")).with_header("authorization", &t);
+    let cb = TestClient::modern(&b.gw.url("/mcp")).with_header("authorization", &t);
+    let mut passed = 0;
+    for i in 0..8 {
+        let c = if i % 2 == 0 { &ca } else { &cb };
+        if c.call_tool("up__echo", json!({})).await.status == 200 {
+            passed += 1;
+        }
+    }
+    assert_eq!(passed, 5, "one combined budget across both replicas");
+    drop(redis);
+    let closed = ca.call_tool("up__echo", json!({})).await;
+    assert_eq!(
+        closed.status,
+        429,
+        "fail-closed while Redis is down: {}",
+        closed.text()
+    );
+}
