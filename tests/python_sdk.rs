@@ -232,3 +232,60 @@ async fn progress_from_a_handshake_era_python_server_reaches_a_modern_python_cli
         .collect();
     assert_eq!(progress, vec![1.0, 2.0, 3.0], "{call}");
 }
+
+#[tokio::test]
+async fn python_client_with_a_token_sees_only_granted_tools_and_gets_the_step_up_error() {
+    let modern = peer("py-mcp2", "server_modern.py", &["--stateless", "--json"]).await;
+    let keys = repo().join("crates/policy/tests/keys");
+    let dir = tempfile::tempdir().unwrap();
+    let jwks: Value =
+        serde_json::from_slice(&std::fs::read(keys.join("public-jwk.json")).unwrap()).unwrap();
+    let mut k = jwks["rsa1"].clone();
+    k["kid"] = json!("k1");
+    k["alg"] = json!("RS256");
+    let jwks_path = dir.path().join("jwks.json");
+    std::fs::write(&jwks_path, json!({"keys": [k]}).to_string()).unwrap();
+    let yaml = format!(
+        "server: {{listen: 127.0.0.1:0, public_url: 'http://junction.test'}}\nupstreams:\n  - {{id: pm, url: {}}}\nauth:\n  jwt: {{issuer: 'https://idp.test', jwks_file: '{}'}}\n  rules:\n    - {{scopes: [math], tools: ['pm__py_add']}}\n    - {{scopes: [admin], tools: ['pm__*']}}\n",
+        modern.url,
+        jwks_path.display()
+    );
+    let gw = spawn_gateway(Path::new(env!("CARGO_BIN_EXE_junction")), &yaml).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let claims = json!({"iss": "https://idp.test", "sub": "py", "aud": "http://junction.test", "exp": now + 600, "scope": "math"});
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+    header.kid = Some("k1".into());
+    let key =
+        jsonwebtoken::EncodingKey::from_rsa_pem(&std::fs::read(keys.join("rsa1.pem")).unwrap())
+            .unwrap();
+    let token = jsonwebtoken::encode(&header, &claims, &key).unwrap();
+    let auth = format!("Authorization: Bearer {token}");
+    let report = client(
+        &gw.url("/mcp"),
+        "2026-07-28",
+        &[
+            ("pm__py_add", json!({"a": 1, "b": 1})),
+            ("pm__py_echo", json!({"text": "x"})),
+        ],
+        &["--header", &auth, "--allow-errors"],
+    )
+    .await;
+    assert_eq!(
+        tool_names(&report),
+        vec!["pm__py_add"],
+        "only the granted tool is listed"
+    );
+    assert_eq!(text(&report["calls"][0]), "2");
+    let denied = &report["calls"][1];
+    assert!(
+        denied.get("error").is_some(),
+        "the ungranted call fails: {denied}"
+    );
+    assert!(
+        denied.to_string().contains("insufficient scope") || denied.to_string().contains("403"),
+        "{denied}"
+    );
+}
