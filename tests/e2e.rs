@@ -639,16 +639,7 @@ async fn sessions_and_request_state_work_across_replicas_with_a_shared_key() {
     let mb = TestClient::modern(&b.url("/mcp")).with_capabilities(json!({"elicitation": {}}));
     let first = ma.call_tool("up__mrtr", json!({})).await;
     let state = first.result()["requestState"].clone();
-    let keys: Vec<String> = first.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .cloned()
-        .collect();
-    let responses: serde_json::Map<String, Value> = keys
-        .into_iter()
-        .map(|k| (k, json!({"action": "accept", "content": {}})))
-        .collect();
+    let responses = junction_testkit::accept_all(first.result(), json!({}));
     let retry = mb
         .request("tools/call", json!({"name": "up__mrtr", "arguments": {}, "inputResponses": responses, "requestState": state}))
         .await;

@@ -274,16 +274,7 @@ async fn sessions_and_request_state_are_bound_to_the_caller() {
         .with_capabilities(json!({"elicitation": {}}));
     let first = ma.call_tool("up__mrtr", json!({})).await;
     let state = first.result()["requestState"].clone();
-    let keys: Vec<String> = first.result()["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .cloned()
-        .collect();
-    let responses: serde_json::Map<String, Value> = keys
-        .into_iter()
-        .map(|k| (k, json!({"action": "accept", "content": {}})))
-        .collect();
+    let responses = junction_testkit::accept_all(first.result(), json!({}));
     let params = json!({"name": "up__mrtr", "arguments": {}, "inputResponses": responses, "requestState": state});
     let replay = mb.request("tools/call", params.clone()).await;
     assert_eq!(

@@ -202,3 +202,21 @@ impl TestStream {
         out
     }
 }
+
+/// The `inputResponses` that accept every request of an `InputRequiredResult`
+/// (`result` is the result object) with `content`.
+pub fn accept_all(result: &Value, content: Value) -> Value {
+    let keys = result["inputRequests"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.keys());
+    Value::Object(
+        keys.map(|k| {
+            (
+                k.clone(),
+                serde_json::json!({"action": "accept", "content": content.clone()}),
+            )
+        })
+        .collect(),
+    )
+}
