@@ -24,6 +24,7 @@ pub use mock::{
     faulty_stdio_script, Behavior, Fault, FaultyUpstream, MockEra, MockSpec, MockTool,
     MockUpstream, Recorded, REQUEST_STATE,
 };
+pub use response::accept_all;
 
 /// The modern protocol version the client and mocks speak.
 pub const MODERN: &str = "2026-07-28";
