@@ -8,6 +8,8 @@
 //! appended there as one JSON line (`node_sdk.jsonl`) for tests/interop/run.sh's
 //! results table.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
