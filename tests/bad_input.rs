@@ -4,6 +4,8 @@
 //! runs, mismatches are collected and reported together, and nothing in the
 //! table may reach the upstream (only catalog traffic may).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -224,7 +226,7 @@ fn table(m: &TestClient, l: &TestClient, t: &Tokens) -> Vec<Case> {
     add("unsupported version", "POST", set(list_h.clone(), "mcp-protocol-version", "2099-01-01"), bytes(&v), 400, Want::Err(UNSUPPORTED_VERSION));
     let mut v = list.clone();
     v["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2025-11-25");
-    add("handshake-era version in modern _meta", "POST", list_h.clone(), bytes(&v), 400, Want::Err(UNSUPPORTED_VERSION));
+    add("handshake-era version in _meta, modern header (header checked first)", "POST", list_h.clone(), bytes(&v), 400, Want::Err(HEADER_MISMATCH));
 
     // --- mirrored headers ---
     add("MCP-Protocol-Version missing", "POST", unset(list_h.clone(), "mcp-protocol-version"), bytes(&list), 400, Want::Err(HEADER_MISMATCH));

@@ -4,6 +4,8 @@
 //! working throughout, a crashing stdio server is respawned, and the gateway
 //! never dies or panics.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::time::Duration;
 

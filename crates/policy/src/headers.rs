@@ -88,8 +88,14 @@ pub fn check_origin(
         return Ok(());
     };
     let origin = origin.to_str().unwrap_or("");
-    let same = origin.eq_ignore_ascii_case(public_origin.trim_end_matches('/'));
+    let public = origin_of(public_origin);
+    let same = origin.eq_ignore_ascii_case(public);
+    // A gateway whose own URL is on loopback is a local one: browsers on this
+    // machine reach it as localhost or 127.0.0.1 on any port. A DNS-rebinding
+    // page still carries its own (non-loopback) origin and is refused.
+    let local = is_loopback_origin(public) && is_loopback_origin(origin);
     if same
+        || local
         || allowed
             .iter()
             .any(|a| a == "*" || a.trim_end_matches('/').eq_ignore_ascii_case(origin))
@@ -98,6 +104,37 @@ pub fn check_origin(
     } else {
         Err(EdgeError::OriginNotAllowed(origin.to_owned()))
     }
+}
+
+/// `scheme://authority` of a URL (drops any path).
+fn origin_of(url: &str) -> &str {
+    let url = url.trim_end_matches('/');
+    match url.find("://") {
+        Some(i) => match url[i + 3..].find('/') {
+            Some(j) => &url[..i + 3 + j],
+            None => url,
+        },
+        None => url,
+    }
+}
+
+fn is_loopback_origin(origin: &str) -> bool {
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let host = if let Some(v6) = rest.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        rest.split(':').next().unwrap_or("")
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host == "::1"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]
@@ -158,6 +195,17 @@ mod tests {
         assert!(check_origin(&none, "http://127.0.0.1:8080", &[]).is_ok());
         let same = map(&[("origin", "http://127.0.0.1:8080")]);
         assert!(check_origin(&same, "http://127.0.0.1:8080/", &[]).is_ok());
+        let local = map(&[("origin", "http://localhost:3000")]);
+        assert!(
+            check_origin(&local, "http://127.0.0.1:8080", &[]).is_ok(),
+            "local gateway, local page"
+        );
+        assert!(
+            check_origin(&local, "https://mcp.example.com", &[]).is_err(),
+            "public gateway"
+        );
+        let pathy = map(&[("origin", "https://mcp.example.com")]);
+        assert!(check_origin(&pathy, "https://mcp.example.com/gw", &[]).is_ok());
         let evil = map(&[("origin", "http://evil.example")]);
         assert!(check_origin(&evil, "http://127.0.0.1:8080", &[]).is_err());
         assert!(check_origin(

@@ -96,15 +96,15 @@ fn initialize(
     Ok(r)
 }
 
-/// DELETE ends a session. Session ids are sealed tokens with nothing stored, so
-/// there is nothing to drop; a valid id gets 200, an invalid one 404, and a DELETE
-/// without one 405 (the modern-only answer).
+/// DELETE of a session. Session ids are sealed tokens with nothing stored, so
+/// Junction cannot terminate one early: it answers 405, the spec's way of saying
+/// "this server does not let clients terminate sessions", and the id stays valid
+/// until it expires. A forged or expired id still gets 404.
 pub fn delete_session(cx: &Cx<'_>) -> Result<Response<Body>, GatewayError> {
-    if !cx.headers.contains_key("mcp-session-id") {
-        return Err(GatewayError::MethodNotAllowed("DELETE".into()));
+    if cx.headers.contains_key("mcp-session-id") {
+        current_session(cx)?;
     }
-    current_session(cx)?;
-    Ok(response::empty(StatusCode::OK))
+    Err(GatewayError::MethodNotAllowed("DELETE".into()))
 }
 
 fn ok(id: &Id, result: Value) -> Response<Body> {

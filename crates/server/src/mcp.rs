@@ -216,11 +216,13 @@ async fn edge_and_dispatch(
 /// handshake-era `MCP-Protocol-Version`. Everything else must be a valid modern
 /// request (and gets the modern errors when it is not).
 fn is_legacy_request(cx: &Cx<'_>, method: &str) -> bool {
-    method == "initialize"
-        || cx.headers.contains_key("mcp-session-id")
-        || cx
-            .header("mcp-protocol-version")
-            .is_some_and(version::is_legacy)
+    match cx.header("mcp-protocol-version") {
+        // A modern header means a modern request, even for `initialize` (which
+        // then gets the modern 404 + -32601: the method was removed).
+        Some(v) if v == version::MODERN => false,
+        Some(v) if version::is_legacy(v) => true,
+        _ => method == "initialize" || cx.headers.contains_key("mcp-session-id"),
+    }
 }
 
 async fn read_body(body: Incoming, max: usize) -> Result<Bytes, GatewayError> {

@@ -77,12 +77,8 @@ fn validate_meta_and_headers(
             )))
         }
     };
-    if requested != version::MODERN {
-        return Err(GatewayError::UnsupportedVersion {
-            requested: requested.to_owned(),
-            supported: supported_versions(),
-        });
-    }
+    // The header is compared first: a mismatch is -32020 even when the body's
+    // version is also unknown; only an agreeing, unsupported version is -32022.
     match cx.header("mcp-protocol-version") {
         None => {
             return Err(GatewayError::HeaderMismatch(
@@ -95,6 +91,12 @@ fn validate_meta_and_headers(
             )))
         }
         Some(_) => {}
+    }
+    if requested != version::MODERN {
+        return Err(GatewayError::UnsupportedVersion {
+            requested: requested.to_owned(),
+            supported: supported_versions(),
+        });
     }
     match cx.header("mcp-method") {
         None => {

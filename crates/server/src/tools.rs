@@ -102,7 +102,11 @@ pub async fn route_catalog(cx: &Cx<'_>) -> Arc<Catalog> {
         .with_label_values(&["miss"])
         .inc();
     for l in &lists {
-        let up = if matches!(l.status, ListStatus::Missing) {
+        let healthy = state
+            .upstreams
+            .get(&l.upstream)
+            .is_none_or(|u| u.client.is_healthy());
+        let up = if matches!(l.status, ListStatus::Missing) || !healthy {
             0
         } else {
             1
@@ -336,6 +340,13 @@ pub async fn call(
         .get(&tool.upstream)
         .ok_or_else(|| GatewayError::InvalidParams(format!("unknown tool: {name}")))?;
 
+    if let Some(raw) = params.get("arguments") {
+        if !raw.get().trim_start().starts_with('{') {
+            return Err(GatewayError::InvalidParams(
+                "params.arguments must be an object".into(),
+            ));
+        }
+    }
     let received: Vec<(String, String)> = cx
         .headers
         .iter()
@@ -393,6 +404,12 @@ pub async fn call(
         Err(e) => {
             let e = GatewayError::from_upstream(&upstream_id, e);
             outcome(e.outcome());
+            let up = i64::from(upstream.client.is_healthy());
+            cx.state
+                .metrics
+                .upstream_up
+                .with_label_values(&[&upstream_id])
+                .set(up);
             return Err(e);
         }
     };
