@@ -16,3 +16,9 @@ for f in examples/*.yaml; do
 done
 cargo test --workspace --no-fail-fast
 bash scripts/chart-check.sh
+# Real third-party peers and the official conformance suite, direct vs through
+# Junction (baselines may only shrink); rewrites tests/interop/RESULTS.md.
+bash tests/interop/run.sh
+# Short fuzz runs of every target (long runs: scripts/fuzz.sh 600).
+cargo fuzz --version >/dev/null 2>&1 || cargo install cargo-fuzz --version 0.13.2 --locked --quiet
+bash scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
