@@ -190,6 +190,21 @@ async fn health_readiness_and_metrics() {
         503,
         "no upstream reachable → not ready"
     );
+
+    // ready_when decides what /readyz needs.
+    let other = MockUpstream::start(MockSpec::modern("other", vec![MockTool::echo("echo")])).await;
+    let mixed = |when: &str| {
+        format!(
+            "server: {{listen: 127.0.0.1:0, ready_when: {when}}}\nupstreams:\n  - {{id: up, url: {}, timeout: 1s}}\n  - {{id: other, url: {}}}\n",
+            up.url, other.url
+        )
+    };
+    let any = spawn_gateway(bin(), &mixed("any_upstream")).await;
+    assert_eq!(get(&any.url("/readyz")).await.0, 200);
+    let all = spawn_gateway(bin(), &mixed("all_upstreams")).await;
+    assert_eq!(get(&all.url("/readyz")).await.0, 503, "one upstream down");
+    let listening = spawn_gateway(bin(), &format!("server: {{listen: 127.0.0.1:0, ready_when: listening}}\nupstreams:\n  - {{id: up, url: {}}}\n", up.url)).await;
+    assert_eq!(get(&listening.url("/readyz")).await.0, 200);
 }
 
 #[tokio::test]

@@ -18,7 +18,13 @@ pub(crate) fn server(ctx: &mut Ctx, v: Option<&Value>) -> ServerConfig {
         ctx,
         v,
         "server",
-        &["listen", "public_url", "tls", "shutdown_grace"],
+        &[
+            "listen",
+            "public_url",
+            "tls",
+            "shutdown_grace",
+            "ready_when",
+        ],
     );
     let fallback: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 8080));
     let listen = match o.string(ctx, "listen") {
@@ -61,6 +67,15 @@ pub(crate) fn server(ctx: &mut Ctx, v: Option<&Value>) -> ServerConfig {
         public_url,
         tls,
         shutdown_grace: o.duration(ctx, "shutdown_grace", Duration::from_secs(10)),
+        ready_when: match o.choice(
+            ctx,
+            "ready_when",
+            &["any_upstream", "all_upstreams", "listening"],
+        ) {
+            Some(1) => Readiness::AllUpstreams,
+            Some(2) => Readiness::Listening,
+            _ => Readiness::AnyUpstream,
+        },
     }
 }
 

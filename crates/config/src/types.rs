@@ -42,6 +42,16 @@ pub struct ServerConfig {
     pub public_url: String,
     pub tls: Option<TlsConfig>,
     pub shutdown_grace: Duration,
+    /// What `/readyz` requires (default: any upstream's tool list fetched).
+    pub ready_when: Readiness,
+}
+
+/// `server.ready_when`: `any_upstream` | `all_upstreams` | `listening`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    AnyUpstream,
+    AllUpstreams,
+    Listening,
 }
 
 /// Paths as written; the server reads and checks the files when it binds.

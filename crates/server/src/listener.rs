@@ -153,23 +153,43 @@ fn protected_resource(state: &State, rest: &str) -> Response<Body> {
     response::json(StatusCode::OK, serde_json::to_vec(&doc).unwrap_or_default())
 }
 
-/// Ready when at least one route has at least one upstream whose tool list was
-/// fetched (fresh or last good).
+/// `/readyz`, by `server.ready_when`: `any_upstream` (default) wants at least one
+/// upstream whose tool list was fetched (fresh or last good), `all_upstreams` wants
+/// every one, `listening` only the listener.
 async fn readyz(state: &State) -> Response<Body> {
+    use junction_config::Readiness;
+    let want = state.config.server.ready_when;
+    if want == Readiness::Listening {
+        return response::text(StatusCode::OK, "ready\n");
+    }
     let headers = HeaderMap::new();
+    let mut reachable = std::collections::HashSet::new();
+    let mut missing = std::collections::HashSet::new();
     for route in state.routes.values() {
         let cx = Cx::new(state, route, &headers);
         let catalog = tools::route_catalog(&cx).await;
-        let missing = catalog
-            .degraded
-            .iter()
-            .filter(|d| !catalog.tools.iter().any(|t| &t.upstream == *d))
-            .count();
-        if route.upstreams.len() > missing {
-            return response::text(StatusCode::OK, "ready\n");
+        for id in &route.upstreams {
+            let never_answered =
+                catalog.degraded.contains(id) && !catalog.tools.iter().any(|t| &t.upstream == id);
+            if never_answered {
+                missing.insert(id.clone());
+            } else {
+                reachable.insert(id.clone());
+            }
         }
     }
-    response::text(StatusCode::SERVICE_UNAVAILABLE, "no upstream reachable\n")
+    let ready = match want {
+        Readiness::AllUpstreams => missing.is_empty() && !reachable.is_empty(),
+        Readiness::AnyUpstream | Readiness::Listening => !reachable.is_empty(),
+    };
+    if ready {
+        response::text(StatusCode::OK, "ready\n")
+    } else {
+        response::text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: upstreams unreachable\n",
+        )
+    }
 }
 
 /// Fetches every route's catalog once at start, so the first client is served

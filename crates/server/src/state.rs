@@ -196,7 +196,13 @@ impl State {
         let sealer = match (previous, &config.request_state.secret) {
             (Some(p), _) if same_key => p.sealer.clone(),
             (_, Some(key)) => Sealer::new(key),
-            (_, None) => Sealer::random(),
+            (_, None) => {
+                tracing::warn!(
+                    "request_state.secret_env is not set: sessions, cursors and requestState are sealed \
+                     with a random per-process key, so only this replica can open them"
+                );
+                Sealer::random()
+            }
         };
         let cache = match previous {
             Some(p) if p.config.catalog.max_pages == config.catalog.max_pages => {

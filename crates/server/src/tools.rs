@@ -648,6 +648,7 @@ fn record_call(
     started: std::time::Instant,
 ) {
     let secs = started.elapsed().as_secs_f64();
+    let tool = m.tool_labels.label(tool);
     m.tool_calls_total
         .with_label_values(&[upstream, tool, outcome])
         .inc();

@@ -26,6 +26,47 @@ pub struct Metrics {
     pub config_reloads_total: IntCounterVec,
     pub config_last_reload_success: IntGauge,
     pub open_streams: IntGaugeVec,
+    /// Which exposed tool names may be used as a `tool` label (bounded).
+    pub tool_labels: ToolLabels,
+}
+
+/// At most `cap` distinct tool names become label values; every later one is
+/// counted as `other`, so a catalog of thousands of tools cannot blow up the
+/// series count. Names come only from the catalog (never from client input).
+#[derive(Clone)]
+pub struct ToolLabels {
+    seen: std::sync::Arc<std::sync::RwLock<std::collections::HashSet<String>>>,
+    cap: usize,
+}
+
+impl ToolLabels {
+    pub const DEFAULT_CAP: usize = 500;
+
+    pub fn new(cap: usize) -> ToolLabels {
+        ToolLabels {
+            seen: Default::default(),
+            cap,
+        }
+    }
+
+    /// The label to use for this catalog tool name.
+    pub fn label<'a>(&self, tool: &'a str) -> &'a str {
+        if let Ok(seen) = self.seen.read() {
+            if seen.contains(tool) {
+                return tool;
+            }
+            if seen.len() >= self.cap {
+                return "other";
+            }
+        }
+        match self.seen.write() {
+            Ok(mut seen) if seen.len() < self.cap || seen.contains(tool) => {
+                seen.insert(tool.to_owned());
+                tool
+            }
+            _ => "other",
+        }
+    }
 }
 
 const LATENCY_BUCKETS: &[f64] = &[
@@ -137,6 +178,7 @@ impl Metrics {
                 Opts::new("junction_open_streams", "Open SSE streams, by kind"),
                 &["kind"],
             )?,
+            tool_labels: ToolLabels::new(ToolLabels::DEFAULT_CAP),
         };
         m.config_last_reload_success.set(1);
         registry.register(Box::new(m.requests_total.clone()))?;
@@ -192,6 +234,19 @@ pub fn init_logging(format: LogFormat, filter: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tool_labels_are_capped_with_an_other_bucket() {
+        let l = ToolLabels::new(2);
+        assert_eq!(l.label("a__x"), "a__x");
+        assert_eq!(l.label("a__y"), "a__y");
+        assert_eq!(l.label("a__z"), "other");
+        assert_eq!(
+            l.label("a__x"),
+            "a__x",
+            "names seen before keep their label"
+        );
+    }
 
     #[test]
     fn families_render_with_their_names() {
