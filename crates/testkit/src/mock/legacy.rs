@@ -175,6 +175,9 @@ fn request(
                 None => error_body(&id, -32602, &format!("Unknown tool: {name}"), None),
             }
         }
+        m if super::prompts::handles(m) => {
+            super::prompts::answer(shared, Era::Legacy, &id, m, &params)
+        }
         _ => error_body(&id, -32601, &format!("Method not found: {method}"), None),
     };
     if shared.sse {

@@ -10,6 +10,7 @@ mod faulty;
 mod http;
 mod legacy;
 mod modern;
+mod prompts;
 mod tools;
 
 pub use faulty::{faulty_stdio_script, Fault, FaultyUpstream};

@@ -62,6 +62,9 @@ pub(crate) async fn handle(shared: &Arc<Shared>, req: &Req) -> Reply {
             Err(msg) => error_body(&id, -32602, &msg, None),
         },
         "tools/call" => return call(shared, req, id, params, caps),
+        m if super::prompts::handles(m) => {
+            super::prompts::answer(shared, Era::Modern, &id, m, &params)
+        }
         _ => {
             return Reply::json(
                 404,
