@@ -136,7 +136,13 @@ pub(crate) fn limits(ctx: &mut Ctx, v: Option<&Value>) -> LimitsConfig {
         ctx,
         v,
         "limits",
-        &["max_body_bytes", "max_header_count", "max_header_bytes"],
+        &[
+            "max_body_bytes",
+            "max_header_count",
+            "max_header_bytes",
+            "header_read_timeout",
+            "body_read_timeout",
+        ],
     );
     LimitsConfig {
         max_body_bytes: o.size(ctx, "max_body_bytes", 4 * 1024 * 1024),
@@ -144,6 +150,8 @@ pub(crate) fn limits(ctx: &mut Ctx, v: Option<&Value>) -> LimitsConfig {
             .int(ctx, "max_header_count", 1, 10_000)
             .map_or(100, |n| n as usize),
         max_header_bytes: o.size(ctx, "max_header_bytes", 16 * 1024),
+        header_read_timeout: o.duration(ctx, "header_read_timeout", Duration::from_secs(10)),
+        body_read_timeout: o.duration(ctx, "body_read_timeout", Duration::from_secs(30)),
     }
 }
 

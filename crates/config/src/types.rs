@@ -240,6 +240,10 @@ pub struct LimitsConfig {
     pub max_body_bytes: usize,
     pub max_header_count: usize,
     pub max_header_bytes: usize,
+    /// A client must finish sending its request head within this (slowloris).
+    pub header_read_timeout: Duration,
+    /// ... and its body within this (HTTP 408 otherwise).
+    pub body_read_timeout: Duration,
 }
 
 /// Debug never prints the secret.

@@ -43,6 +43,8 @@ pub enum GatewayError {
     SessionNotFound,
     #[error("method {0} not allowed on an MCP endpoint of this gateway")]
     MethodNotAllowed(String),
+    #[error("request body not received in time")]
+    BodyTimeout,
     #[error("request body larger than {max} bytes")]
     BodyTooLarge { max: u64 },
     #[error("{0}")]
@@ -168,6 +170,11 @@ impl GatewayError {
                 codes::INVALID_REQUEST,
                 gw(json!({})),
             ),
+            GatewayError::BodyTimeout => (
+                StatusCode::REQUEST_TIMEOUT,
+                codes::INVALID_REQUEST,
+                gw(json!({})),
+            ),
             GatewayError::BodyTooLarge { .. } => (
                 StatusCode::PAYLOAD_TOO_LARGE,
                 codes::INVALID_REQUEST,
@@ -263,6 +270,7 @@ impl GatewayError {
             | GatewayError::SessionRequired(_)
             | GatewayError::SessionNotFound
             | GatewayError::MethodNotAllowed(_)
+            | GatewayError::BodyTimeout
             | GatewayError::BodyTooLarge { .. }
             | GatewayError::HeadersTooLarge(_)
             | GatewayError::OriginForbidden(_) => "client_error",

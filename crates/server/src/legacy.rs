@@ -13,6 +13,7 @@ use crate::modern::server_info;
 use crate::response::{self, Body};
 use crate::session::{self, Session};
 use crate::tools::{self, ClientSide};
+use crate::{prompts, resources};
 
 pub async fn dispatch(
     cx: &Cx<'_>,
@@ -39,6 +40,11 @@ pub async fn dispatch(
         "ping" => Ok(ok(id, json!({}))),
         "tools/list" => tools::list(cx, id, params.as_ref(), &client).await,
         "tools/call" => tools::call(cx, id, params, &client).await,
+        "prompts/list" => prompts::list(cx, id, params.as_ref(), &client).await,
+        "prompts/get" => prompts::get(cx, id, params, &client).await,
+        "resources/list" => resources::list(cx, id, params.as_ref(), &client).await,
+        "resources/templates/list" => resources::templates(cx, id, params.as_ref(), &client).await,
+        "resources/read" => resources::read(cx, id, params, &client).await,
         other => Err(GatewayError::LegacyMethodNotFound(other.to_owned())),
     }
 }
@@ -85,7 +91,7 @@ fn initialize(
         id,
         json!({
             "protocolVersion": negotiated,
-            "capabilities": {"tools": {"listChanged": false}},
+            "capabilities": {"tools": {"listChanged": false}, "prompts": {}, "resources": {}},
             "serverInfo": server_info(),
             "instructions": "Junction MCP gateway: tools of several MCP servers, named <server>__<tool>.",
         }),

@@ -10,11 +10,14 @@
 
 mod envelope;
 mod error;
+mod forward;
 mod legacy;
 mod listener;
 mod mcp;
 mod modern;
+mod prompts;
 mod reload;
+mod resources;
 mod response;
 mod session;
 mod state;

@@ -51,7 +51,14 @@ impl Shared {
 /// Accepts connections until `shutdown` resolves, then lets in-flight requests
 /// finish for up to the configured grace period.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // Slowloris: a request head must arrive within the limit (the timer drives it).
+    let head_timeout = shared.state.load().config.limits.header_read_timeout;
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(head_timeout);
+    builder.http2().timer(hyper_util::rt::TokioTimer::new());
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -73,10 +80,18 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                 });
                 match shared.tls.load_full() {
                     None => {
-                        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                        let conn = graceful.watch(conn.into_owned());
+                        let builder = builder.clone();
+                        let watcher = graceful.watcher();
                         tokio::spawn(async move {
-                            if let Err(e) = conn.await {
+                            // A connection that sends nothing is closed after the head
+                            // timeout (hyper's own timer starts with the first byte).
+                            let mut first = [0u8; 1];
+                            match tokio::time::timeout(head_timeout, stream.peek(&mut first)).await {
+                                Ok(Ok(n)) if n > 0 => {}
+                                _ => return,
+                            }
+                            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                            if let Err(e) = watcher.watch(conn.into_owned()).await {
                                 tracing::debug!(error = %e, "connection ended with an error");
                             }
                         });

@@ -182,9 +182,13 @@ async fn edge_and_dispatch(
             GatewayError::MethodNotAllowed(method.to_string()),
         ));
     }
-    let bytes = read_body(body, config.limits.max_body_bytes)
-        .await
-        .map_err(|e| ("other", None, e))?;
+    let bytes = tokio::time::timeout(
+        config.limits.body_read_timeout,
+        read_body(body, config.limits.max_body_bytes),
+    )
+    .await
+    .map_err(|_| ("other", None, GatewayError::BodyTimeout))?
+    .map_err(|e| ("other", None, e))?;
     let message =
         parse_client_message(&bytes).map_err(|e| ("other", None, GatewayError::Malformed(e)))?;
 

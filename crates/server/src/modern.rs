@@ -13,6 +13,7 @@ use crate::error::GatewayError;
 use crate::mcp::{param_str, Cx};
 use crate::response::{self, Body};
 use crate::tools::{self, ClientSide};
+use crate::{prompts, resources};
 
 /// Every version this gateway serves: modern through `_meta`, the handshake era
 /// through `initialize`.
@@ -35,6 +36,11 @@ pub async fn dispatch(
         "server/discover" => Ok(discover(id)),
         "tools/list" => tools::list(cx, id, params.as_ref(), &client).await,
         "tools/call" => tools::call(cx, id, params, &client).await,
+        "prompts/list" => prompts::list(cx, id, params.as_ref(), &client).await,
+        "prompts/get" => prompts::get(cx, id, params, &client).await,
+        "resources/list" => resources::list(cx, id, params.as_ref(), &client).await,
+        "resources/templates/list" => resources::templates(cx, id, params.as_ref(), &client).await,
+        "resources/read" => resources::read(cx, id, params, &client).await,
         other => Err(GatewayError::MethodNotFound(other.to_owned())),
     }
 }
@@ -154,7 +160,7 @@ fn discover(id: &Id) -> Response<Body> {
     let result = json!({
         "resultType": "complete",
         "supportedVersions": supported_versions(),
-        "capabilities": {"tools": {"listChanged": false}},
+        "capabilities": {"tools": {"listChanged": false}, "prompts": {}, "resources": {}},
         "instructions": "Junction MCP gateway: tools of several MCP servers, named <server>__<tool>.",
         "ttlMs": 300_000,
         "cacheScope": "public",

@@ -32,7 +32,7 @@ impl ClientSide {
     fn is_modern(&self) -> bool {
         matches!(self, ClientSide::Modern { .. })
     }
-    fn capabilities(&self) -> &Value {
+    pub(crate) fn capabilities(&self) -> &Value {
         match self {
             ClientSide::Modern { capabilities } | ClientSide::Legacy { capabilities } => {
                 capabilities
@@ -288,7 +288,7 @@ pub async fn rate_limit(
 
 /// Gateway-owned `_meta` keys that describe the client to the gateway and are
 /// re-stated by the upstream client, not copied.
-fn forwarded_meta(params: &RawParams) -> Vec<(String, Box<RawValue>)> {
+pub(crate) fn forwarded_meta(params: &RawParams) -> Vec<(String, Box<RawValue>)> {
     let Some(raw) = params.get("_meta") else {
         return Vec::new();
     };
@@ -549,14 +549,16 @@ fn upstream_params(
 /// Turns an upstream result into the client's: `resultType` added where a
 /// handshake-era upstream left it out, an `input_required` state sealed in
 /// Junction's envelope, and results the client cannot read refused.
+/// Shared with prompts and resources (`forward`), where `target` is the
+/// exposed prompt name or the resource URI.
 #[derive(Clone)]
-struct Finisher {
-    modern: bool,
-    sealer: junction_protocol::seal::Sealer,
-    principal: String,
-    upstream: String,
-    target: String,
-    ttl_ms: u64,
+pub(crate) struct Finisher {
+    pub(crate) modern: bool,
+    pub(crate) sealer: junction_protocol::seal::Sealer,
+    pub(crate) principal: String,
+    pub(crate) upstream: String,
+    pub(crate) target: String,
+    pub(crate) ttl_ms: u64,
 }
 
 #[derive(Deserialize)]
@@ -566,7 +568,7 @@ struct ResultHead<'a> {
 }
 
 impl Finisher {
-    fn result(&self, raw: Box<RawValue>) -> Result<Box<RawValue>, GatewayError> {
+    pub(crate) fn result(&self, raw: Box<RawValue>) -> Result<Box<RawValue>, GatewayError> {
         let head: ResultHead<'_> =
             serde_json::from_str(raw.get()).map_err(|_| GatewayError::UpstreamProtocol {
                 upstream: self.upstream.clone(),

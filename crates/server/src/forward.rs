@@ -1,0 +1,402 @@
+//! What prompts and resources share: a list method fanned out to every upstream
+//! of the route (every page drained), one page of a merged list with sealed
+//! cursors, and one request forwarded to its owning upstream with MRTR
+//! passthrough (the `Finisher` of `tools`).
+//!
+//! Lists are fetched per request, not cached: prompts and resources are read
+//! far less often than tools are listed, so the first version trades a warm
+//! cache for simplicity (ARCHITECTURE.md says so).
+
+use http::{Response, StatusCode};
+use junction_catalog::cursor;
+use junction_protocol::jsonrpc::{error_bytes, result_bytes, Id, RawParams};
+use junction_protocol::{codes, meta};
+use junction_upstream::{UpstreamError, UpstreamEvent, UpstreamRequest};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::envelope;
+use crate::error::GatewayError;
+use crate::mcp::{param_str, Cx};
+use crate::modern::server_info;
+use crate::response::{self, Body};
+use crate::state::UpstreamEntry;
+use crate::tools::{forwarded_meta, ClientSide, Finisher};
+
+/// One upstream's whole list for a method.
+pub(crate) struct Contribution {
+    pub upstream: String,
+    pub items: Vec<Value>,
+    pub ttl_ms: u64,
+    pub public: bool,
+}
+
+/// Every upstream that answered, in config order, and those that failed.
+pub(crate) struct Fanned {
+    pub contributions: Vec<Contribution>,
+    pub degraded: Vec<String>,
+}
+
+enum Fetch {
+    Listed(Contribution),
+    /// The upstream does not serve this method (-32601): it has none to list.
+    Unsupported,
+    Failed(GatewayError),
+}
+
+#[derive(Deserialize)]
+struct PageHead {
+    #[serde(rename = "nextCursor", default)]
+    next_cursor: Option<String>,
+    #[serde(rename = "ttlMs", default)]
+    ttl_ms: Option<Value>,
+    #[serde(rename = "cacheScope", default)]
+    cache_scope: Option<String>,
+}
+
+/// `method` on every upstream of the route at once, each within the list deadline.
+pub(crate) async fn fan_out(cx: &Cx<'_>, method: &str, key: &str) -> Fanned {
+    let deadline = cx.state.config.catalog.list_deadline;
+    let entries: Vec<&UpstreamEntry> = cx
+        .route
+        .upstreams
+        .iter()
+        .filter_map(|id| cx.state.upstreams.get(id))
+        .collect();
+    let fetches = futures_util::future::join_all(entries.iter().map(|u| async move {
+        match tokio::time::timeout(deadline, fetch_all(cx, u, method, key)).await {
+            Ok(f) => f,
+            Err(_) => Fetch::Failed(GatewayError::UpstreamTimeout {
+                upstream: u.id.clone(),
+            }),
+        }
+    }))
+    .await;
+    let mut out = Fanned {
+        contributions: Vec::new(),
+        degraded: Vec::new(),
+    };
+    for (u, f) in entries.iter().zip(fetches) {
+        match f {
+            Fetch::Listed(c) => out.contributions.push(c),
+            Fetch::Unsupported => {}
+            Fetch::Failed(e) => {
+                tracing::warn!(upstream = %u.id, route = %cx.route.path, method, error = %e, "upstream left out of a merged list");
+                out.degraded.push(u.id.clone());
+            }
+        }
+    }
+    out
+}
+
+async fn fetch_all(cx: &Cx<'_>, u: &UpstreamEntry, method: &str, key: &str) -> Fetch {
+    let max_pages = cx.state.config.catalog.max_pages.max(1);
+    let mut c = Contribution {
+        upstream: u.id.clone(),
+        items: Vec::new(),
+        ttl_ms: u.list_ttl.as_millis() as u64,
+        public: true,
+    };
+    let mut cursor: Option<String> = None;
+    for _ in 0..max_pages {
+        let mut params = RawParams::new();
+        if let Some(cur) = &cursor {
+            if let Ok(raw) = serde_json::value::to_raw_value(cur) {
+                params.insert("cursor".into(), raw);
+            }
+        }
+        let started = std::time::Instant::now();
+        let page = fetch_page(u, method, params).await;
+        let outcome = if matches!(page, Ok(Some(_))) {
+            "ok"
+        } else {
+            "error"
+        };
+        let m = &cx.state.metrics;
+        m.upstream_requests_total
+            .with_label_values(&[&u.id, method, outcome])
+            .inc();
+        m.upstream_request_duration_seconds
+            .with_label_values(&[&u.id, method])
+            .observe(started.elapsed().as_secs_f64());
+        let raw = match page {
+            Ok(Some(raw)) => raw,
+            Ok(None) => return Fetch::Unsupported,
+            Err(e) => return Fetch::Failed(e),
+        };
+        let bad = |detail: String| {
+            Fetch::Failed(GatewayError::UpstreamProtocol {
+                upstream: u.id.clone(),
+                detail,
+            })
+        };
+        let head: PageHead = match serde_json::from_str(raw.get()) {
+            Ok(h) => h,
+            Err(e) => return bad(format!("bad {method} result: {e}")),
+        };
+        let mut body: Map<String, Value> = match serde_json::from_str(raw.get()) {
+            Ok(b) => b,
+            Err(e) => return bad(format!("bad {method} result: {e}")),
+        };
+        match body.remove(key) {
+            Some(Value::Array(items)) => c.items.extend(items),
+            _ => return bad(format!("{method} result has no {key} array")),
+        }
+        // Handshake-era pages carry no hints: the configured list_ttl stands in
+        // and the list counts as private (it may vary per session).
+        match head.ttl_ms.as_ref().and_then(Value::as_f64) {
+            Some(t) => c.ttl_ms = c.ttl_ms.min(t.max(0.0) as u64),
+            None => c.public = false,
+        }
+        if head.cache_scope.as_deref() != Some("public") {
+            c.public = false;
+        }
+        match head.next_cursor {
+            Some(next) if !next.is_empty() => cursor = Some(next),
+            _ => return Fetch::Listed(c),
+        }
+    }
+    tracing::warn!(upstream = %u.id, method, max_pages, "list truncated at catalog.max_pages");
+    Fetch::Listed(c)
+}
+
+/// One page's raw result; `None` when the upstream has no such method.
+async fn fetch_page(
+    u: &UpstreamEntry,
+    method: &str,
+    params: RawParams,
+) -> Result<Option<Box<RawValue>>, GatewayError> {
+    let req = UpstreamRequest {
+        method: method.to_owned(),
+        params,
+        ..UpstreamRequest::default()
+    };
+    let mut stream = u
+        .client
+        .request(req)
+        .await
+        .map_err(|e| GatewayError::from_upstream(&u.id, e))?;
+    while let Some(event) = stream.next().await {
+        match event.map_err(|e| GatewayError::from_upstream(&u.id, e))? {
+            UpstreamEvent::Notification(_) => continue,
+            UpstreamEvent::Result(raw) => return Ok(Some(raw)),
+            UpstreamEvent::Error(e) if e.code == codes::METHOD_NOT_FOUND => return Ok(None),
+            UpstreamEvent::Error(e) => {
+                return Err(GatewayError::from_upstream(&u.id, UpstreamError::Rpc(e)))
+            }
+        }
+    }
+    Err(GatewayError::UpstreamProtocol {
+        upstream: u.id.clone(),
+        detail: format!("{method} ended without a result"),
+    })
+}
+
+/// A merged list, items serialized once, with what the result hints need.
+pub(crate) struct Merged {
+    pub items: Vec<Box<RawValue>>,
+    pub version: u64,
+    pub ttl_ms: u64,
+    pub public: bool,
+    pub degraded: Vec<String>,
+}
+
+impl Merged {
+    /// `kind` goes into the version, so a cursor of one list never pages another.
+    pub fn new(kind: &str, items: Vec<Value>, contributions: &[Contribution], degraded: Vec<String>) -> Merged {
+        let mut h = Sha256::new();
+        h.update(kind.as_bytes());
+        let items: Vec<Box<RawValue>> = items
+            .iter()
+            .filter_map(|v| serde_json::value::to_raw_value(v).ok())
+            .collect();
+        for i in &items {
+            h.update([0u8]);
+            h.update(i.get().as_bytes());
+        }
+        let digest = h.finalize();
+        let mut v = [0u8; 8];
+        v.copy_from_slice(&digest[..8]);
+        Merged {
+            items,
+            version: u64::from_be_bytes(v),
+            ttl_ms: contributions.iter().map(|c| c.ttl_ms).min().unwrap_or(0),
+            public: contributions.iter().all(|c| c.public),
+            degraded,
+        }
+    }
+}
+
+/// One page of a merged list as the client's result: `{key: [...], nextCursor}`
+/// plus, for modern clients, `resultType`, `ttlMs` and `cacheScope`.
+pub(crate) fn list_page(
+    cx: &Cx<'_>,
+    id: &Id,
+    params: Option<&RawParams>,
+    client: &ClientSide,
+    key: &str,
+    merged: &Merged,
+) -> Result<Response<Body>, GatewayError> {
+    let start = match param_str(params, "cursor")? {
+        None => 0,
+        Some(c) => cursor::decode(&cx.state.sealer, &c, merged.version).map_err(|_| {
+            GatewayError::InvalidParams(
+                "cursor is invalid or from an older list; list again without a cursor".into(),
+            )
+        })?,
+    };
+    let size = cx.state.config.catalog.page_size.max(1);
+    let end = start.saturating_add(size).min(merged.items.len());
+    let page = merged.items.get(start..end).unwrap_or_default();
+    let mut out = Vec::with_capacity(256 + page.iter().map(|i| i.get().len() + 1).sum::<usize>());
+    out.extend_from_slice(format!("{{\"{key}\":[").as_bytes());
+    for (n, item) in page.iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(item.get().as_bytes());
+    }
+    out.push(b']');
+    if end < merged.items.len() {
+        let c = cursor::encode(&cx.state.sealer, merged.version, end);
+        out.extend_from_slice(b",\"nextCursor\":");
+        out.extend_from_slice(&serde_json::to_vec(&c).unwrap_or_default());
+    }
+    let mut result_meta = Map::new();
+    if !merged.degraded.is_empty() {
+        result_meta.insert(
+            meta::GATEWAY_DEGRADED.into(),
+            Value::from(merged.degraded.clone()),
+        );
+    }
+    if matches!(client, ClientSide::Modern { .. }) {
+        let scope = if merged.public && cx.state.auth.is_none() {
+            "public"
+        } else {
+            "private"
+        };
+        out.extend_from_slice(
+            format!(
+                ",\"resultType\":\"complete\",\"ttlMs\":{},\"cacheScope\":\"{scope}\"",
+                merged.ttl_ms
+            )
+            .as_bytes(),
+        );
+        result_meta.insert(meta::SERVER_INFO.into(), server_info());
+    }
+    if !result_meta.is_empty() {
+        out.extend_from_slice(b",\"_meta\":");
+        out.extend_from_slice(&serde_json::to_vec(&result_meta).unwrap_or_default());
+    }
+    out.push(b'}');
+    let raw = RawValue::from_string(String::from_utf8_lossy(&out).into_owned())
+        .map_err(|e| GatewayError::Unsupported(format!("could not build the {key} list: {e}")))?;
+    Ok(response::json(StatusCode::OK, result_bytes(id, &raw)))
+}
+
+/// Forwards `method` to `upstream` with `params` (already renamed for it, still
+/// holding `_meta` and Junction's sealed `requestState`), and relays the final
+/// answer: results through the `Finisher`, upstream errors unchanged.
+/// `target` is what a requestState envelope is bound to (exposed name or URI).
+pub(crate) async fn forward(
+    cx: &Cx<'_>,
+    id: &Id,
+    upstream_id: &str,
+    method: &str,
+    target: &str,
+    params: RawParams,
+    client: &ClientSide,
+) -> Result<Response<Body>, GatewayError> {
+    let upstream = cx.state.upstreams.get(upstream_id).ok_or_else(|| {
+        GatewayError::InvalidParams(format!("{target:?} belongs to no upstream of this route"))
+    })?;
+    let meta = forwarded_meta(&params);
+    let mut out = RawParams::new();
+    for (k, v) in params {
+        match k.as_str() {
+            "_meta" => {}
+            "requestState" => {
+                let token: String = serde_json::from_str(v.get()).map_err(|_| {
+                    GatewayError::InvalidParams("requestState must be a string".into())
+                })?;
+                let inner =
+                    envelope::unwrap(&cx.state.sealer, &token, &cx.principal, upstream_id, target)
+                        .map_err(|e| GatewayError::InvalidParams(e.into()))?;
+                let raw = RawValue::from_string(inner)
+                    .map_err(|_| GatewayError::InvalidParams("requestState is invalid".into()))?;
+                out.insert(k, raw);
+            }
+            _ => {
+                out.insert(k, v);
+            }
+        }
+    }
+    let request = UpstreamRequest {
+        method: method.to_owned(),
+        params: out,
+        meta,
+        client_capabilities: serde_json::value::to_raw_value(client.capabilities()).ok(),
+        param_headers: Vec::new(),
+        forward_headers: junction_policy::forwardable_headers(
+            cx.headers,
+            &cx.state.config.headers.forward,
+        ),
+        timeout: None,
+    };
+    let finish = Finisher {
+        modern: matches!(client, ClientSide::Modern { .. }),
+        sealer: cx.state.sealer.clone(),
+        principal: cx.principal.clone(),
+        upstream: upstream_id.to_owned(),
+        target: target.to_owned(),
+        ttl_ms: cx.state.config.request_state.ttl.as_millis() as u64,
+    };
+    let metrics = &cx.state.metrics;
+    let started = std::time::Instant::now();
+    let record = |outcome: &str| {
+        metrics
+            .upstream_requests_total
+            .with_label_values(&[upstream_id, method, outcome])
+            .inc();
+        metrics
+            .upstream_request_duration_seconds
+            .with_label_values(&[upstream_id, method])
+            .observe(started.elapsed().as_secs_f64());
+    };
+    let fail = |e: GatewayError| {
+        record(e.outcome());
+        Err(e)
+    };
+    let mut stream = match upstream.client.request(request).await {
+        Ok(s) => s,
+        Err(e) => return fail(GatewayError::from_upstream(upstream_id, e)),
+    };
+    // Progress and log notifications are not relayed on these methods (yet):
+    // the client gets the final answer.
+    loop {
+        match stream.next().await {
+            None => {
+                return fail(GatewayError::UpstreamProtocol {
+                    upstream: upstream_id.to_owned(),
+                    detail: format!("{method} ended without a result"),
+                })
+            }
+            Some(Err(e)) => return fail(GatewayError::from_upstream(upstream_id, e)),
+            Some(Ok(UpstreamEvent::Notification(_))) => continue,
+            Some(Ok(UpstreamEvent::Result(raw))) => {
+                let raw = match finish.result(raw) {
+                    Ok(r) => r,
+                    Err(e) => return fail(e),
+                };
+                record("ok");
+                return Ok(response::json(StatusCode::OK, result_bytes(id, &raw)));
+            }
+            Some(Ok(UpstreamEvent::Error(err))) => {
+                record("upstream_error");
+                return Ok(response::json(StatusCode::OK, error_bytes(Some(id), &err)));
+            }
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! `resources/list`, `resources/templates/list` and `resources/read` for both
+//! client eras. URIs are never rewritten: a resource is read from the upstream
+//! that listed its URI (the first in config order when two list the same one),
+//! or, failing that, from the first upstream with a matching template.
+//!
+//! The URI → upstream map is a per-route memo of the last merged lists, kept
+//! for the lists' `ttlMs`. A read that misses it lists again, so any replica can
+//! serve any read: the memo is an optimisation, never state a client relies on.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use http::Response;
+use junction_protocol::jsonrpc::{Id, RawParams};
+use serde_json::Value;
+
+use crate::error::GatewayError;
+use crate::forward::{self, Fanned, Merged};
+use crate::mcp::{param_str, Cx};
+use crate::response::Body;
+use crate::tools::{rate_limit, ClientSide};
+
+/// Where the URIs and templates of one route's last lists came from.
+#[derive(Default)]
+struct Index {
+    /// The route's upstreams when this was built: a reload that changes them
+    /// makes the memo useless.
+    upstreams: Vec<String>,
+    uris: HashMap<String, String>,
+    uris_until: Option<Instant>,
+    /// (literal prefix before the first `{`, upstream), in merged order.
+    templates: Vec<(String, String)>,
+    templates_until: Option<Instant>,
+}
+
+fn memo() -> &'static Mutex<HashMap<String, Index>> {
+    static MEMO: OnceLock<Mutex<HashMap<String, Index>>> = OnceLock::new();
+    MEMO.get_or_init(Mutex::default)
+}
+
+/// Runs `f` on the route's index, fresh for the current upstream set.
+fn with_index<T>(cx: &Cx<'_>, f: impl FnOnce(&mut Index) -> T) -> Option<T> {
+    let mut all = memo().lock().ok()?;
+    let index = all.entry(cx.route.path.clone()).or_default();
+    if index.upstreams != cx.route.upstreams {
+        *index = Index {
+            upstreams: cx.route.upstreams.clone(),
+            ..Index::default()
+        };
+    }
+    Some(f(index))
+}
+
+fn until(ttl_ms: u64) -> Option<Instant> {
+    Instant::now().checked_add(Duration::from_millis(ttl_ms))
+}
+
+pub async fn list(
+    cx: &Cx<'_>,
+    id: &Id,
+    params: Option<&RawParams>,
+    client: &ClientSide,
+) -> Result<Response<Body>, GatewayError> {
+    let merged = list_resources(cx).await;
+    forward::list_page(cx, id, params, client, "resources", &merged)
+}
+
+pub async fn templates(
+    cx: &Cx<'_>,
+    id: &Id,
+    params: Option<&RawParams>,
+    client: &ClientSide,
+) -> Result<Response<Body>, GatewayError> {
+    let merged = list_templates(cx).await;
+    forward::list_page(cx, id, params, client, "resourceTemplates", &merged)
+}
+
+/// Items of every contributor by `key`, config order then key bytewise; a
+/// key already listed by an earlier upstream is left out (and logged).
+/// Returns the items and who owns each key.
+fn merge_by(fanned: &Fanned, key: &str, what: &str) -> (Vec<Value>, Vec<(String, String)>) {
+    let mut seen: HashMap<String, String> = HashMap::new();
+    let mut items = Vec::new();
+    let mut owners = Vec::new();
+    for c in &fanned.contributions {
+        let mut keyed: Vec<(&str, &Value)> = c
+            .items
+            .iter()
+            .filter_map(|r| match r.get(key).and_then(Value::as_str) {
+                Some(k) => Some((k, r)),
+                None => {
+                    tracing::warn!(upstream = %c.upstream, "{what} without a {key} left out");
+                    None
+                }
+            })
+            .collect();
+        keyed.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        for (k, r) in keyed {
+            if let Some(first) = seen.get(k) {
+                if *first != c.upstream {
+                    tracing::warn!(upstream = %c.upstream, owner = %first, "{what} {k} is also listed by an earlier upstream; the earlier one serves it");
+                }
+                continue;
+            }
+            seen.insert(k.to_owned(), c.upstream.clone());
+            owners.push((k.to_owned(), c.upstream.clone()));
+            items.push(r.clone());
+        }
+    }
+    (items, owners)
+}
+
+async fn list_resources(cx: &Cx<'_>) -> Merged {
+    let fanned = forward::fan_out(cx, "resources/list", "resources").await;
+    let (items, owners) = merge_by(&fanned, "uri", "resource");
+    let merged = Merged::new("resources", items, &fanned.contributions, fanned.degraded);
+    let ttl = merged.ttl_ms;
+    with_index(cx, |ix| {
+        ix.uris = owners.into_iter().collect();
+        ix.uris_until = until(ttl);
+    });
+    merged
+}
+
+async fn list_templates(cx: &Cx<'_>) -> Merged {
+    let fanned = forward::fan_out(cx, "resources/templates/list", "resourceTemplates").await;
+    let (items, owners) = merge_by(&fanned, "uriTemplate", "resource template");
+    let merged = Merged::new(
+        "resourceTemplates",
+        items,
+        &fanned.contributions,
+        fanned.degraded,
+    );
+    let ttl = merged.ttl_ms;
+    with_index(cx, |ix| {
+        ix.templates = owners
+            .into_iter()
+            .map(|(t, u)| (literal_prefix(&t).to_owned(), u))
+            .filter(|(p, _)| !p.is_empty())
+            .collect();
+        ix.templates_until = until(ttl);
+    });
+    merged
+}
+
+/// The part of a URI template before its first expression.
+fn literal_prefix(template: &str) -> &str {
+    template.split('{').next().unwrap_or_default()
+}
+
+enum Lookup {
+    Found(String),
+    /// The memo is current and does not know the URI.
+    Unknown,
+    /// The memo is missing or expired: list again.
+    Stale,
+}
+
+fn lookup_uri(cx: &Cx<'_>, uri: &str) -> Lookup {
+    let now = Instant::now();
+    with_index(cx, |ix| match ix.uris_until {
+        Some(t) if t > now => match ix.uris.get(uri) {
+            Some(u) => Lookup::Found(u.clone()),
+            None => Lookup::Unknown,
+        },
+        _ => Lookup::Stale,
+    })
+    .unwrap_or(Lookup::Stale)
+}
+
+fn lookup_template(cx: &Cx<'_>, uri: &str) -> Lookup {
+    let now = Instant::now();
+    with_index(cx, |ix| match ix.templates_until {
+        Some(t) if t > now => {
+            // The longest literal prefix is the most specific template.
+            ix.templates
+                .iter()
+                .filter(|(p, _)| uri.starts_with(p.as_str()))
+                .max_by_key(|(p, _)| p.len())
+                .map_or(Lookup::Unknown, |(_, u)| Lookup::Found(u.clone()))
+        }
+        _ => Lookup::Stale,
+    })
+    .unwrap_or(Lookup::Stale)
+}
+
+/// The upstream serving `uri`, listing resources (then templates) again when
+/// the memo cannot say.
+async fn owner(cx: &Cx<'_>, uri: &str) -> Option<String> {
+    match lookup_uri(cx, uri) {
+        Lookup::Found(u) => return Some(u),
+        Lookup::Stale => {
+            list_resources(cx).await;
+            if let Lookup::Found(u) = lookup_uri(cx, uri) {
+                return Some(u);
+            }
+        }
+        Lookup::Unknown => {}
+    }
+    match lookup_template(cx, uri) {
+        Lookup::Found(u) => Some(u),
+        Lookup::Unknown => None,
+        Lookup::Stale => {
+            list_templates(cx).await;
+            match lookup_template(cx, uri) {
+                Lookup::Found(u) => Some(u),
+                Lookup::Unknown | Lookup::Stale => None,
+            }
+        }
+    }
+}
+
+pub async fn read(
+    cx: &Cx<'_>,
+    id: &Id,
+    params: Option<RawParams>,
+    client: &ClientSide,
+) -> Result<Response<Body>, GatewayError> {
+    let params = params.unwrap_or_default();
+    let uri = param_str(Some(&params), "uri")?
+        .ok_or_else(|| GatewayError::InvalidParams("resources/read needs params.uri".into()))?;
+    let upstream = owner(cx, &uri).await.ok_or_else(|| {
+        GatewayError::InvalidParams(format!(
+            "unknown resource: {uri} (no upstream of this route lists it or a matching template)"
+        ))
+    })?;
+    rate_limit(cx, "resources/read", &upstream, &uri).await?;
+    cx.note_target(&uri, &upstream);
+    forward::forward(cx, id, &upstream, "resources/read", &uri, params, client).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_prefix_stops_at_the_first_expression() {
+        assert_eq!(literal_prefix("mock://a/items/{id}"), "mock://a/items/");
+        assert_eq!(literal_prefix("{+path}"), "");
+        assert_eq!(literal_prefix("file:///etc"), "file:///etc");
+    }
+}
