@@ -205,7 +205,12 @@ pub(crate) struct Merged {
 
 impl Merged {
     /// `kind` goes into the version, so a cursor of one list never pages another.
-    pub fn new(kind: &str, items: Vec<Value>, contributions: &[Contribution], degraded: Vec<String>) -> Merged {
+    pub fn new(
+        kind: &str,
+        items: Vec<Value>,
+        contributions: &[Contribution],
+        degraded: Vec<String>,
+    ) -> Merged {
         let mut h = Sha256::new();
         h.update(kind.as_bytes());
         let items: Vec<Box<RawValue>> = items

@@ -54,12 +54,7 @@ fn merge(cx: &Cx<'_>, fanned: forward::Fanned) -> Merged {
             items.push(prompt);
         }
     }
-    Merged::new(
-        "prompts",
-        items,
-        &fanned.contributions,
-        fanned.degraded,
-    )
+    Merged::new("prompts", items, &fanned.contributions, fanned.degraded)
 }
 
 /// (upstream, original name) of an exposed prompt name. No list is needed: the

@@ -1,0 +1,353 @@
+//! Prompts and resources through one route: a modern (alpha) and a
+//! handshake-era (beta) mock upstream, both listing prompts, resources and
+//! templates, seen by a modern and a handshake-era client.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use junction_testkit::{
+    spawn_gateway, Gateway, MockSpec, MockTool, MockUpstream, TestClient, REQUEST_STATE,
+};
+use serde_json::{json, Value};
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_junction"))
+}
+
+struct World {
+    alpha: MockUpstream,
+    beta: MockUpstream,
+    gw: Gateway,
+}
+
+async fn world(extra: &str) -> World {
+    let alpha = MockUpstream::start(MockSpec::modern("alpha", vec![MockTool::echo("echo")])).await;
+    let beta = MockUpstream::start(MockSpec::legacy("beta", vec![MockTool::echo("echo")])).await;
+    let yaml = format!(
+        r#"
+server:
+  listen: 127.0.0.1:0
+upstreams:
+  - id: alpha
+    url: {alpha}
+  - id: beta
+    url: {beta}
+routes:
+  - path: /mcp
+  - path: /solo
+    upstreams: [alpha]
+    prefix: never
+{extra}"#,
+        alpha = alpha.url,
+        beta = beta.url
+    );
+    let gw = spawn_gateway(bin(), &yaml).await;
+    World { alpha, beta, gw }
+}
+
+/// A modern client and an initialized handshake-era client of `path`.
+async fn clients(gw: &Gateway, path: &str) -> Vec<TestClient> {
+    let modern = TestClient::modern(&gw.url(path));
+    let legacy = TestClient::legacy(&gw.url(path), "2025-11-25");
+    assert_eq!(legacy.initialize().await.status, 200, "{}", gw.stderr());
+    vec![modern, legacy]
+}
+
+fn strings(list: &Value, key: &str, field: &str) -> Vec<String> {
+    list[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("{key} array in {list}"))
+        .iter()
+        .map(|p| p[field].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+fn first_text(result: &Value, pointer: &str) -> String {
+    result
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no {pointer} in {result}"))
+        .to_owned()
+}
+
+#[tokio::test]
+async fn prompts_of_both_upstreams_are_listed_and_got_by_both_eras() {
+    let w = world("").await;
+    for (n, c) in clients(&w.gw, "/mcp").await.iter().enumerate() {
+        let modern = n == 0;
+        let l = c.request("prompts/list", json!({})).await;
+        assert_eq!(l.status, 200, "{}", w.gw.stderr());
+        assert_eq!(
+            strings(l.result(), "prompts", "name"),
+            ["alpha__confirm", "alpha__greet", "beta__greet"],
+            "config order, then name"
+        );
+        assert_eq!(
+            l.result()["prompts"][2]["description"],
+            "greeting from beta"
+        );
+        if modern {
+            assert_eq!(l.result()["resultType"], "complete");
+            assert!(l.result()["ttlMs"].is_u64(), "{}", l.result());
+            assert_eq!(l.result()["cacheScope"], "private", "beta is handshake era");
+        } else {
+            assert!(l.result().get("resultType").is_none());
+        }
+
+        for (name, label) in [("alpha__greet", "alpha"), ("beta__greet", "beta")] {
+            let g = c
+                .request(
+                    "prompts/get",
+                    json!({"name": name, "arguments": {"name": "Ada", "extra": [1, 2.50]}}),
+                )
+                .await;
+            assert_eq!(g.status, 200, "{name}: {}", w.gw.stderr());
+            assert_eq!(
+                first_text(g.result(), "/messages/0/content/text"),
+                format!("Hello Ada, from {label}")
+            );
+            if modern {
+                assert_eq!(
+                    g.result()["resultType"],
+                    "complete",
+                    "added for the handshake-era upstream too"
+                );
+            }
+        }
+    }
+    // Each upstream saw its own name and the arguments as sent.
+    for up in [&w.alpha, &w.beta] {
+        let gets = up.requests_for("prompts/get");
+        assert_eq!(gets.len(), 2, "{}", up.label());
+        for g in gets {
+            assert_eq!(g.body["params"]["name"], "greet");
+            assert_eq!(
+                g.body["params"]["arguments"],
+                json!({"name": "Ada", "extra": [1, 2.50]})
+            );
+        }
+    }
+    let modern_gets = w.alpha.requests_for("prompts/get");
+    assert_eq!(modern_gets[0].header("mcp-name"), Some("greet"));
+}
+
+#[tokio::test]
+async fn unknown_prompts_and_upstream_errors() {
+    let w = world("").await;
+    let c = TestClient::modern(&w.gw.url("/mcp"));
+    for name in ["nope", "gamma__greet", "alpha__"] {
+        let r = c.request("prompts/get", json!({"name": name})).await;
+        assert_eq!(r.error_code(), Some(-32602), "{name}: {:?}", r.body);
+    }
+    assert!(w.alpha.requests_for("prompts/get").is_empty());
+    // A name Junction can route but the upstream does not know: its error, unchanged.
+    let r = c
+        .request("prompts/get", json!({"name": "alpha__missing"}))
+        .await;
+    assert_eq!(r.error_code(), Some(-32602));
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("Unknown prompt"));
+    let r = c
+        .request(
+            "prompts/get",
+            json!({"name": "alpha__greet", "arguments": [1]}),
+        )
+        .await;
+    assert_eq!(r.error_code(), Some(-32602), "arguments must be an object");
+}
+
+#[tokio::test]
+async fn prompt_input_required_is_sealed_and_completes_on_retry() {
+    let w = world("").await;
+    let c = TestClient::modern(&w.gw.url("/mcp"));
+    let first = c
+        .request("prompts/get", json!({"name": "alpha__confirm"}))
+        .await;
+    assert_eq!(
+        first.result()["resultType"],
+        "input_required",
+        "{:?}",
+        first.body
+    );
+    let state = first.result()["requestState"].as_str().unwrap().to_owned();
+    assert_ne!(state, REQUEST_STATE, "the upstream's state is wrapped");
+    assert!(first.result()["inputRequests"]["confirm"].is_object());
+
+    let mut tampered = state.clone().into_bytes();
+    let last = tampered.len() - 2;
+    tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
+    let bad = c
+        .request(
+            "prompts/get",
+            json!({"name": "alpha__confirm", "requestState": String::from_utf8(tampered).unwrap(),
+                   "inputResponses": {"confirm": {"action": "accept", "content": {"ok": true}}}}),
+        )
+        .await;
+    assert_eq!(bad.error_code(), Some(-32602));
+
+    let done = c
+        .request(
+            "prompts/get",
+            json!({"name": "alpha__confirm", "requestState": state,
+                   "inputResponses": {"confirm": {"action": "accept", "content": {"ok": true}}}}),
+        )
+        .await;
+    assert_eq!(done.result()["resultType"], "complete", "{:?}", done.body);
+    assert!(first_text(done.result(), "/messages/0/content/text").starts_with("confirmed on alpha"));
+    let retry = w.alpha.requests_for("prompts/get");
+    assert_eq!(
+        retry.last().unwrap().body["params"]["requestState"],
+        REQUEST_STATE,
+        "the upstream gets its own state back byte for byte"
+    );
+}
+
+#[tokio::test]
+async fn resources_keep_their_uris_and_are_read_from_their_owner() {
+    let w = world("").await;
+    for (n, c) in clients(&w.gw, "/mcp").await.iter().enumerate() {
+        let modern = n == 0;
+        let l = c.request("resources/list", json!({})).await;
+        assert_eq!(l.status, 200, "{}", w.gw.stderr());
+        assert_eq!(
+            strings(l.result(), "resources", "uri"),
+            [
+                "mock://alpha/readme",
+                "mock://shared/config",
+                "mock://beta/readme"
+            ],
+            "config order then URI; the URI both list is served by the first"
+        );
+        assert_eq!(modern, l.result().get("resultType").is_some());
+        let t = c.request("resources/templates/list", json!({})).await;
+        assert_eq!(
+            strings(t.result(), "resourceTemplates", "uriTemplate"),
+            ["mock://alpha/items/{id}", "mock://beta/items/{id}"]
+        );
+        for (uri, text) in [
+            ("mock://alpha/readme", "readme of alpha"),
+            ("mock://beta/readme", "readme of beta"),
+            ("mock://shared/config", "config of alpha"),
+            ("mock://beta/items/7", "item 7 of beta"),
+            ("mock://alpha/items/x", "item x of alpha"),
+        ] {
+            let r = c.request("resources/read", json!({"uri": uri})).await;
+            assert_eq!(r.status, 200, "{uri}: {}", w.gw.stderr());
+            assert_eq!(first_text(r.result(), "/contents/0/text"), text, "{uri}");
+            assert_eq!(first_text(r.result(), "/contents/0/uri"), uri);
+            if modern {
+                assert_eq!(r.result()["resultType"], "complete", "{uri}");
+            }
+        }
+        let r = c
+            .request("resources/read", json!({"uri": "mock://nowhere/x"}))
+            .await;
+        assert_eq!(r.error_code(), Some(-32602), "{:?}", r.body);
+    }
+    for (up, label) in [(&w.alpha, "alpha"), (&w.beta, "beta")] {
+        for r in up.requests_for("resources/read") {
+            let uri = r.body["params"]["uri"].as_str().unwrap().to_owned();
+            assert!(
+                uri.contains(label) || (label == "alpha" && uri == "mock://shared/config"),
+                "{label} was asked for {uri}"
+            );
+        }
+    }
+    let read = w.alpha.requests_for("resources/read");
+    assert_eq!(read[0].header("mcp-name"), Some("mock://alpha/readme"));
+}
+
+#[tokio::test]
+async fn a_read_needs_no_earlier_list() {
+    let w = world("").await;
+    // A fresh client, no list first (as on another replica): Junction lists itself.
+    let c = TestClient::modern(&w.gw.url("/mcp"));
+    let r = c
+        .request("resources/read", json!({"uri": "mock://beta/readme"}))
+        .await;
+    assert_eq!(first_text(r.result(), "/contents/0/text"), "readme of beta");
+}
+
+#[tokio::test]
+async fn prefix_never_routes_keep_prompt_names() {
+    let w = world("").await;
+    for c in clients(&w.gw, "/solo").await {
+        let l = c.request("prompts/list", json!({})).await;
+        assert_eq!(strings(l.result(), "prompts", "name"), ["confirm", "greet"]);
+        let g = c
+            .request(
+                "prompts/get",
+                json!({"name": "greet", "arguments": {"name": "Bo"}}),
+            )
+            .await;
+        assert_eq!(
+            first_text(g.result(), "/messages/0/content/text"),
+            "Hello Bo, from alpha"
+        );
+        let l = c.request("resources/list", json!({})).await;
+        assert_eq!(
+            strings(l.result(), "resources", "uri"),
+            ["mock://alpha/readme", "mock://shared/config"]
+        );
+    }
+}
+
+#[tokio::test]
+async fn both_eras_are_told_prompts_and_resources_exist() {
+    let w = world("").await;
+    let modern = TestClient::modern(&w.gw.url("/mcp"));
+    let d = modern.request("server/discover", json!({})).await;
+    let caps = &d.result()["capabilities"];
+    assert!(
+        caps["prompts"].is_object() && caps["resources"].is_object(),
+        "{caps}"
+    );
+    let legacy = TestClient::legacy(&w.gw.url("/mcp"), "2025-11-25");
+    let init = legacy.initialize().await;
+    let caps = &init.result()["capabilities"];
+    assert!(
+        caps["prompts"].is_object() && caps["resources"].is_object(),
+        "{caps}"
+    );
+}
+
+#[tokio::test]
+async fn lists_page_with_sealed_cursors() {
+    let w = world("catalog: {page_size: 1}\n").await;
+    for c in clients(&w.gw, "/mcp").await {
+        let mut seen = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let params = match &cursor {
+                None => json!({}),
+                Some(cur) => json!({"cursor": cur}),
+            };
+            let r = c.request("resources/list", params).await;
+            assert_eq!(r.status, 200, "{:?}", r.body);
+            seen.extend(strings(r.result(), "resources", "uri"));
+            match r.result()["nextCursor"].as_str() {
+                Some(next) => cursor = Some(next.to_owned()),
+                None => break,
+            }
+            assert!(seen.len() < 10, "paging does not end");
+        }
+        assert_eq!(
+            seen,
+            [
+                "mock://alpha/readme",
+                "mock://shared/config",
+                "mock://beta/readme"
+            ]
+        );
+        // A resources cursor does not page prompts, and a forged one is refused.
+        let first = c.request("resources/list", json!({})).await;
+        let cur = first.result()["nextCursor"].as_str().unwrap().to_owned();
+        let r = c.request("prompts/list", json!({"cursor": cur})).await;
+        assert_eq!(r.error_code(), Some(-32602));
+        let r = c.request("prompts/list", json!({"cursor": "forged"})).await;
+        assert_eq!(r.error_code(), Some(-32602));
+    }
+}
