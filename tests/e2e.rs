@@ -599,7 +599,7 @@ async fn legacy_sessions_are_sealed_tokens() {
     assert_eq!(forged.request("tools/list", json!({})).await.status, 400);
 
     // A second gateway with the same key accepts the first one's session id.
-    let unknown = c.request("resources/list", json!({})).await;
+    let unknown = c.request("example/unknown", json!({})).await;
     assert_eq!(
         (unknown.status, unknown.error_code()),
         (200, Some(-32601)),
