@@ -22,7 +22,15 @@ struct World {
 }
 
 async fn world(extra: &str) -> World {
-    let alpha = MockUpstream::start(MockSpec::modern("alpha", vec![MockTool::echo("echo")])).await;
+    world_with(extra, 60_000).await
+}
+
+/// `alpha_ttl_ms`: the `ttlMs` the modern upstream puts on its lists.
+async fn world_with(extra: &str, alpha_ttl_ms: u64) -> World {
+    let alpha = MockUpstream::start(
+        MockSpec::modern("alpha", vec![MockTool::echo("echo")]).with_ttl_ms(alpha_ttl_ms),
+    )
+    .await;
     let beta = MockUpstream::start(MockSpec::legacy("beta", vec![MockTool::echo("echo")])).await;
     let yaml = format!(
         r#"
@@ -262,13 +270,21 @@ async fn resources_keep_their_uris_and_are_read_from_their_owner() {
 
 #[tokio::test]
 async fn a_read_needs_no_earlier_list() {
-    let w = world("").await;
+    // ttlMs 0: nothing may be remembered between requests, reads still route.
+    let w = world_with("", 0).await;
     // A fresh client, no list first (as on another replica): Junction lists itself.
     let c = TestClient::modern(&w.gw.url("/mcp"));
-    let r = c
-        .request("resources/read", json!({"uri": "mock://beta/readme"}))
-        .await;
-    assert_eq!(first_text(r.result(), "/contents/0/text"), "readme of beta");
+    for (uri, text) in [
+        ("mock://beta/readme", "readme of beta"),
+        ("mock://alpha/readme", "readme of alpha"),
+        ("mock://beta/items/3", "item 3 of beta"),
+    ] {
+        let r = c.request("resources/read", json!({"uri": uri})).await;
+        assert_eq!(r.status, 200, "{uri}: {}", w.gw.stderr());
+        assert_eq!(first_text(r.result(), "/contents/0/text"), text, "{uri}");
+    }
+    let l = c.request("resources/list", json!({})).await;
+    assert_eq!(l.result()["ttlMs"], 0, "the minimum over contributors");
 }
 
 #[tokio::test]
@@ -292,6 +308,11 @@ async fn prefix_never_routes_keep_prompt_names() {
             strings(l.result(), "resources", "uri"),
             ["mock://alpha/readme", "mock://shared/config"]
         );
+        // One upstream: it answers for every URI, with its own error when unknown.
+        let r = c
+            .request("resources/read", json!({"uri": "mock://nowhere/x"}))
+            .await;
+        assert_eq!(r.error_code(), Some(-32002), "{:?}", r.body);
     }
 }
 

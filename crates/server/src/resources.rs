@@ -62,7 +62,7 @@ pub async fn list(
     params: Option<&RawParams>,
     client: &ClientSide,
 ) -> Result<Response<Body>, GatewayError> {
-    let merged = list_resources(cx).await;
+    let (merged, _) = list_resources(cx).await;
     forward::list_page(cx, id, params, client, "resources", &merged)
 }
 
@@ -72,7 +72,7 @@ pub async fn templates(
     params: Option<&RawParams>,
     client: &ClientSide,
 ) -> Result<Response<Body>, GatewayError> {
-    let merged = list_templates(cx).await;
+    let (merged, _) = list_templates(cx).await;
     forward::list_page(cx, id, params, client, "resourceTemplates", &merged)
 }
 
@@ -111,19 +111,22 @@ fn merge_by(fanned: &Fanned, key: &str, what: &str) -> (Vec<Value>, Vec<(String,
     (items, owners)
 }
 
-async fn list_resources(cx: &Cx<'_>) -> Merged {
+/// The merged list and who serves each URI (also kept in the memo).
+async fn list_resources(cx: &Cx<'_>) -> (Merged, HashMap<String, String>) {
     let fanned = forward::fan_out(cx, "resources/list", "resources").await;
     let (items, owners) = merge_by(&fanned, "uri", "resource");
     let merged = Merged::new("resources", items, &fanned.contributions, fanned.degraded);
+    let owners: HashMap<String, String> = owners.into_iter().collect();
     let ttl = merged.ttl_ms;
     with_index(cx, |ix| {
-        ix.uris = owners.into_iter().collect();
+        ix.uris = owners.clone();
         ix.uris_until = until(ttl);
     });
-    merged
+    (merged, owners)
 }
 
-async fn list_templates(cx: &Cx<'_>) -> Merged {
+/// The merged list and (literal prefix, upstream) per template.
+async fn list_templates(cx: &Cx<'_>) -> (Merged, Vec<(String, String)>) {
     let fanned = forward::fan_out(cx, "resources/templates/list", "resourceTemplates").await;
     let (items, owners) = merge_by(&fanned, "uriTemplate", "resource template");
     let merged = Merged::new(
@@ -132,16 +135,26 @@ async fn list_templates(cx: &Cx<'_>) -> Merged {
         &fanned.contributions,
         fanned.degraded,
     );
+    let prefixes: Vec<(String, String)> = owners
+        .into_iter()
+        .map(|(t, u)| (literal_prefix(&t).to_owned(), u))
+        .filter(|(p, _)| !p.is_empty())
+        .collect();
     let ttl = merged.ttl_ms;
     with_index(cx, |ix| {
-        ix.templates = owners
-            .into_iter()
-            .map(|(t, u)| (literal_prefix(&t).to_owned(), u))
-            .filter(|(p, _)| !p.is_empty())
-            .collect();
+        ix.templates = prefixes.clone();
         ix.templates_until = until(ttl);
     });
-    merged
+    (merged, prefixes)
+}
+
+/// The upstream of the most specific template (longest literal prefix) for `uri`.
+fn match_template(prefixes: &[(String, String)], uri: &str) -> Option<String> {
+    prefixes
+        .iter()
+        .filter(|(p, _)| uri.starts_with(p.as_str()))
+        .max_by_key(|(p, _)| p.len())
+        .map(|(_, u)| u.clone())
 }
 
 /// The part of a URI template before its first expression.
@@ -173,12 +186,7 @@ fn lookup_template(cx: &Cx<'_>, uri: &str) -> Lookup {
     let now = Instant::now();
     with_index(cx, |ix| match ix.templates_until {
         Some(t) if t > now => {
-            // The longest literal prefix is the most specific template.
-            ix.templates
-                .iter()
-                .filter(|(p, _)| uri.starts_with(p.as_str()))
-                .max_by_key(|(p, _)| p.len())
-                .map_or(Lookup::Unknown, |(_, u)| Lookup::Found(u.clone()))
+            match_template(&ix.templates, uri).map_or(Lookup::Unknown, Lookup::Found)
         }
         _ => Lookup::Stale,
     })
@@ -186,14 +194,17 @@ fn lookup_template(cx: &Cx<'_>, uri: &str) -> Lookup {
 }
 
 /// The upstream serving `uri`, listing resources (then templates) again when
-/// the memo cannot say.
+/// the memo cannot say. A route of one upstream needs no lookup: that upstream
+/// answers for every URI (an unknown one gets its own error).
 async fn owner(cx: &Cx<'_>, uri: &str) -> Option<String> {
+    if let [only] = cx.route.upstreams.as_slice() {
+        return Some(only.clone());
+    }
     match lookup_uri(cx, uri) {
         Lookup::Found(u) => return Some(u),
         Lookup::Stale => {
-            list_resources(cx).await;
-            if let Lookup::Found(u) = lookup_uri(cx, uri) {
-                return Some(u);
+            if let Some(u) = list_resources(cx).await.1.get(uri) {
+                return Some(u.clone());
             }
         }
         Lookup::Unknown => {}
@@ -201,13 +212,7 @@ async fn owner(cx: &Cx<'_>, uri: &str) -> Option<String> {
     match lookup_template(cx, uri) {
         Lookup::Found(u) => Some(u),
         Lookup::Unknown => None,
-        Lookup::Stale => {
-            list_templates(cx).await;
-            match lookup_template(cx, uri) {
-                Lookup::Found(u) => Some(u),
-                Lookup::Unknown | Lookup::Stale => None,
-            }
-        }
+        Lookup::Stale => match_template(&list_templates(cx).await.1, uri),
     }
 }
 
