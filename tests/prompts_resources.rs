@@ -248,6 +248,11 @@ async fn resources_keep_their_uris_and_are_read_from_their_owner() {
             assert_eq!(first_text(r.result(), "/contents/0/uri"), uri);
             if modern {
                 assert_eq!(r.result()["resultType"], "complete", "{uri}");
+                // Required on a modern read result; the mocks send none.
+                assert_eq!(r.result()["ttlMs"], 0, "{uri}");
+                assert_eq!(r.result()["cacheScope"], "private", "{uri}");
+            } else {
+                assert!(r.result().get("ttlMs").is_none(), "{uri}");
             }
         }
         let r = c

@@ -392,6 +392,7 @@ pub(crate) async fn forward(
             Some(Ok(UpstreamEvent::Notification(_))) => continue,
             Some(Ok(UpstreamEvent::Result(raw))) => {
                 let raw = match finish.result(raw) {
+                    Ok(r) if finish.modern && method == "resources/read" => with_cache_hints(r),
                     Ok(r) => r,
                     Err(e) => return fail(e),
                 };
@@ -403,5 +404,69 @@ pub(crate) async fn forward(
                 return Ok(response::json(StatusCode::OK, error_bytes(Some(id), &err)));
             }
         }
+    }
+}
+
+#[derive(Deserialize)]
+struct HintsHead<'a> {
+    #[serde(rename = "resultType", borrow, default)]
+    result_type: Option<std::borrow::Cow<'a, str>>,
+    #[serde(rename = "ttlMs", default)]
+    ttl_ms: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "cacheScope", default)]
+    cache_scope: Option<serde::de::IgnoredAny>,
+}
+
+/// A complete `resources/read` result for a modern client must carry `ttlMs`
+/// and `cacheScope` (NOTES §9); a handshake-era upstream sends neither, so
+/// Junction says "do not cache" (`0`, `private`). Other members stay raw.
+fn with_cache_hints(raw: Box<RawValue>) -> Box<RawValue> {
+    let Ok(head) = serde_json::from_str::<HintsHead<'_>>(raw.get()) else {
+        return raw;
+    };
+    if head.result_type.as_deref() != Some("complete") {
+        return raw;
+    }
+    let mut add = String::new();
+    if head.ttl_ms.is_none() {
+        add.push_str("\"ttlMs\":0,");
+    }
+    if head.cache_scope.is_none() {
+        add.push_str("\"cacheScope\":\"private\",");
+    }
+    if add.is_empty() {
+        return raw;
+    }
+    let text = raw.get().trim_start();
+    let Some(rest) = text.strip_prefix('{') else {
+        return raw;
+    };
+    let rest = rest.trim_start();
+    let out = if rest.starts_with('}') {
+        format!("{{{}}}", add.trim_end_matches(','))
+    } else {
+        format!("{{{add}{rest}")
+    };
+    RawValue::from_string(out).unwrap_or(raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn read_results_get_cache_hints_only_when_missing() {
+        assert_eq!(
+            with_cache_hints(raw(r#"{"resultType":"complete","contents":[]}"#)).get(),
+            r#"{"ttlMs":0,"cacheScope":"private","resultType":"complete","contents":[]}"#
+        );
+        let given = r#"{"resultType":"complete","ttlMs":5,"cacheScope":"public","contents":[]}"#;
+        assert_eq!(with_cache_hints(raw(given)).get(), given);
+        let asking = r#"{"resultType":"input_required","requestState":"x"}"#;
+        assert_eq!(with_cache_hints(raw(asking)).get(), asking);
     }
 }
