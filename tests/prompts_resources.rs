@@ -1,6 +1,7 @@
 //! Prompts and resources through one route: a modern (alpha) and a
 //! handshake-era (beta) mock upstream, both listing prompts, resources and
-//! templates, seen by a modern and a handshake-era client.
+//! templates, seen by a modern and a handshake-era client; gamma (the demo
+//! stdio server) has none of them and must simply not contribute.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -41,6 +42,8 @@ upstreams:
     url: {alpha}
   - id: beta
     url: {beta}
+  - id: gamma
+    command: [junction, demo, notes]
 routes:
   - path: /mcp
   - path: /solo
@@ -95,6 +98,14 @@ async fn prompts_of_both_upstreams_are_listed_and_got_by_both_eras() {
             l.result()["prompts"][2]["description"],
             "greeting from beta"
         );
+        assert!(
+            l.result()
+                .get("_meta")
+                .and_then(|m| m.get("dev.junction/degraded"))
+                .is_none(),
+            "an upstream without prompts is not degraded: {}",
+            l.result()
+        );
         if modern {
             assert_eq!(l.result()["resultType"], "complete");
             assert!(l.result()["ttlMs"].is_u64(), "{}", l.result());
@@ -144,7 +155,7 @@ async fn prompts_of_both_upstreams_are_listed_and_got_by_both_eras() {
 async fn unknown_prompts_and_upstream_errors() {
     let w = world("").await;
     let c = TestClient::modern(&w.gw.url("/mcp"));
-    for name in ["nope", "gamma__greet", "alpha__"] {
+    for name in ["nope", "gamma__greet", "delta__greet", "alpha__"] {
         let r = c.request("prompts/get", json!({"name": name})).await;
         assert_eq!(r.error_code(), Some(-32602), "{name}: {:?}", r.body);
     }
@@ -376,4 +387,31 @@ async fn lists_page_with_sealed_cursors() {
         let r = c.request("prompts/list", json!({"cursor": "forged"})).await;
         assert_eq!(r.error_code(), Some(-32602));
     }
+}
+
+#[tokio::test]
+async fn a_down_upstream_is_named_and_the_others_still_listed() {
+    let w = world("").await;
+    w.beta.set_down(true).await;
+    let c = TestClient::modern(&w.gw.url("/mcp"));
+    let l = c.request("prompts/list", json!({})).await;
+    assert_eq!(
+        strings(l.result(), "prompts", "name"),
+        ["alpha__confirm", "alpha__greet"]
+    );
+    assert_eq!(
+        l.result()["_meta"]["dev.junction/degraded"],
+        json!(["beta"])
+    );
+    let r = c
+        .request("resources/read", json!({"uri": "mock://alpha/readme"}))
+        .await;
+    assert_eq!(
+        first_text(r.result(), "/contents/0/text"),
+        "readme of alpha"
+    );
+    let r = c
+        .request("prompts/get", json!({"name": "beta__greet"}))
+        .await;
+    assert_eq!(r.error_code(), Some(-31001), "{:?}", r.body);
 }

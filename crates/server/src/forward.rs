@@ -399,6 +399,18 @@ pub(crate) async fn forward(
                 record("ok");
                 return Ok(response::json(StatusCode::OK, result_bytes(id, &raw)));
             }
+            // Junction serves the method; an upstream that does not has no such
+            // prompt or resource, which is the client's unknown-name error.
+            Some(Ok(UpstreamEvent::Error(err))) if err.code == codes::METHOD_NOT_FOUND => {
+                return fail(GatewayError::InvalidParams(format!(
+                    "unknown {}: {target} (upstream {upstream_id} serves no {method})",
+                    if method == "prompts/get" {
+                        "prompt"
+                    } else {
+                        "resource"
+                    }
+                )));
+            }
             Some(Ok(UpstreamEvent::Error(err))) => {
                 record("upstream_error");
                 return Ok(response::json(StatusCode::OK, error_bytes(Some(id), &err)));
