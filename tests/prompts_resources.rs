@@ -415,3 +415,35 @@ async fn a_down_upstream_is_named_and_the_others_still_listed() {
         .await;
     assert_eq!(r.error_code(), Some(-31001), "{:?}", r.body);
 }
+
+#[tokio::test]
+async fn lists_are_cached_for_their_ttl_and_the_last_good_one_is_served() {
+    let w = world("").await;
+    let c = TestClient::modern(&w.gw.url("/mcp"));
+    for _ in 0..3 {
+        let l = c.request("prompts/list", json!({})).await;
+        assert_eq!(strings(l.result(), "prompts", "name").len(), 3);
+    }
+    assert_eq!(
+        w.alpha.requests_for("prompts/list").len(),
+        1,
+        "fresh for alpha's ttlMs: asked once"
+    );
+
+    // ttlMs 0: asked every time, and when it fails its last good list stands in.
+    let w = world_with("", 0).await;
+    let c = TestClient::modern(&w.gw.url("/mcp"));
+    let l = c.request("prompts/list", json!({})).await;
+    assert_eq!(strings(l.result(), "prompts", "name").len(), 3);
+    w.alpha.set_down(true).await;
+    let l = c.request("prompts/list", json!({})).await;
+    assert_eq!(
+        strings(l.result(), "prompts", "name"),
+        ["alpha__confirm", "alpha__greet", "beta__greet"]
+    );
+    assert_eq!(
+        l.result()["_meta"]["dev.junction/degraded"],
+        json!(["alpha"])
+    );
+    assert_eq!(l.result()["ttlMs"], 0);
+}

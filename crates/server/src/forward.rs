@@ -3,9 +3,8 @@
 //! cursors, and one request forwarded to its owning upstream with MRTR
 //! passthrough (the `Finisher` of `tools`).
 //!
-//! Lists are fetched per request, not cached: prompts and resources are read
-//! far less often than tools are listed, so the first version trades a warm
-//! cache for simplicity (ARCHITECTURE.md says so).
+//! Lists are cached per upstream (`list_cache`); a failing upstream's last good
+//! list is served and the upstream named as degraded.
 
 use http::{Response, StatusCode};
 use junction_catalog::cursor;
@@ -19,6 +18,7 @@ use sha2::{Digest, Sha256};
 
 use crate::envelope;
 use crate::error::GatewayError;
+use crate::list_cache::{self, Listed};
 use crate::mcp::{param_str, Cx};
 use crate::modern::server_info;
 use crate::response::{self, Body};
@@ -26,6 +26,7 @@ use crate::state::UpstreamEntry;
 use crate::tools::{forwarded_meta, ClientSide, Finisher};
 
 /// One upstream's whole list for a method.
+#[derive(Clone)]
 pub(crate) struct Contribution {
     pub upstream: String,
     pub items: Vec<Value>,
@@ -66,12 +67,23 @@ pub(crate) async fn fan_out(cx: &Cx<'_>, method: &str, key: &str) -> Fanned {
         .filter_map(|id| cx.state.upstreams.get(id))
         .collect();
     let fetches = futures_util::future::join_all(entries.iter().map(|u| async move {
-        match tokio::time::timeout(deadline, fetch_all(cx, u, method, key)).await {
-            Ok(f) => f,
-            Err(_) => Fetch::Failed(GatewayError::UpstreamTimeout {
-                upstream: u.id.clone(),
-            }),
+        let cached = list_cache::get(u, method);
+        if let Some((listed, true)) = cached {
+            return Ok(listed);
         }
+        let fetched = match tokio::time::timeout(deadline, fetch_all(cx, u, method, key)).await {
+            Ok(Fetch::Listed(c)) => Listed::Items(c),
+            Ok(Fetch::Unsupported) => Listed::Unsupported,
+            Ok(Fetch::Failed(e)) => return Err((e, cached.map(|(l, _)| l))),
+            Err(_) => {
+                let e = GatewayError::UpstreamTimeout {
+                    upstream: u.id.clone(),
+                };
+                return Err((e, cached.map(|(l, _)| l)));
+            }
+        };
+        list_cache::put(u, method, &fetched);
+        Ok(fetched)
     }))
     .await;
     let mut out = Fanned {
@@ -80,11 +92,15 @@ pub(crate) async fn fan_out(cx: &Cx<'_>, method: &str, key: &str) -> Fanned {
     };
     for (u, f) in entries.iter().zip(fetches) {
         match f {
-            Fetch::Listed(c) => out.contributions.push(c),
-            Fetch::Unsupported => {}
-            Fetch::Failed(e) => {
-                tracing::warn!(upstream = %u.id, route = %cx.route.path, method, error = %e, "upstream left out of a merged list");
+            Ok(Listed::Items(c)) => out.contributions.push(c),
+            Ok(Listed::Unsupported) => {}
+            Err((e, last_good)) => {
+                tracing::warn!(upstream = %u.id, route = %cx.route.path, method, error = %e, "upstream degraded: serving its last good list or none");
                 out.degraded.push(u.id.clone());
+                // The last good list, with ttlMs 0 (it is already out of date).
+                if let Some(Listed::Items(c)) = last_good {
+                    out.contributions.push(c);
+                }
             }
         }
     }

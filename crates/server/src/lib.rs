@@ -12,6 +12,7 @@ mod envelope;
 mod error;
 mod forward;
 mod legacy;
+mod list_cache;
 mod listener;
 mod mcp;
 mod modern;
