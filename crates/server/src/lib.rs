@@ -15,6 +15,7 @@ mod legacy;
 mod list_cache;
 mod listener;
 mod mcp;
+mod merged;
 mod modern;
 mod prompts;
 mod reload;

@@ -9,8 +9,9 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::error::GatewayError;
-use crate::forward::{self, Merged};
+use crate::forward;
 use crate::mcp::{param_str, Cx};
+use crate::merged::{self, Merged};
 use crate::response::Body;
 use crate::tools::{rate_limit, ClientSide};
 
@@ -22,7 +23,7 @@ pub async fn list(
 ) -> Result<Response<Body>, GatewayError> {
     let fanned = forward::fan_out(cx, "prompts/list", "prompts").await;
     let merged = merge(cx, fanned);
-    forward::list_page(cx, id, params, client, "prompts", &merged)
+    merged::list_page(cx, id, params, client, "prompts", &merged)
 }
 
 fn merge(cx: &Cx<'_>, fanned: forward::Fanned) -> Merged {

@@ -16,8 +16,9 @@ use junction_protocol::jsonrpc::{Id, RawParams};
 use serde_json::Value;
 
 use crate::error::GatewayError;
-use crate::forward::{self, Fanned, Merged};
+use crate::forward::{self, Fanned};
 use crate::mcp::{param_str, Cx};
+use crate::merged::{self, Merged};
 use crate::response::Body;
 use crate::tools::{rate_limit, ClientSide};
 
@@ -63,7 +64,7 @@ pub async fn list(
     client: &ClientSide,
 ) -> Result<Response<Body>, GatewayError> {
     let (merged, _) = list_resources(cx).await;
-    forward::list_page(cx, id, params, client, "resources", &merged)
+    merged::list_page(cx, id, params, client, "resources", &merged)
 }
 
 pub async fn templates(
@@ -73,7 +74,7 @@ pub async fn templates(
     client: &ClientSide,
 ) -> Result<Response<Body>, GatewayError> {
     let (merged, _) = list_templates(cx).await;
-    forward::list_page(cx, id, params, client, "resourceTemplates", &merged)
+    merged::list_page(cx, id, params, client, "resourceTemplates", &merged)
 }
 
 /// Items of every contributor by `key`, config order then key bytewise; a
