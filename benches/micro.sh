@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Criterion micro-benches (benches/protocol.rs, benches/catalog.rs), then the
 # table between the micro markers of BENCHMARKS.md: each figure next to the
-# baseline measured in the same run. Env: OUT (default BENCHMARKS.md).
+# baseline measured in the same run. Env: OUT (default BENCHMARKS.md), REPORT_ONLY=1.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$ROOT/BENCHMARKS.md}
 cd "$ROOT"
 CRIT="$ROOT/target/criterion"
-rm -rf "$CRIT/protocol" "$CRIT/catalog"
-cargo bench --bench protocol --bench catalog >&2
+if [ "${REPORT_ONLY:-0}" != 1 ]; then # REPORT_ONLY=1: rewrite the table from the last run
+  rm -rf "$CRIT/protocol" "$CRIT/catalog"
+  cargo bench --bench protocol --bench catalog >&2
+fi
 export CRIT OUT
 export MACHINE="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(uname -sr)"
 export REV="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -23,6 +25,10 @@ for b in glob.glob(f"{crit}/*/**/new/benchmark.json", recursive=True):
     est[meta["full_id"]] = e["median"]["point_estimate"]
 
 def ns(x):
+    if x >= 1e6:
+        return f"{x / 1e6:.2f} ms"
+    if x >= 1e4:
+        return f"{x / 1e3:.1f} µs"
     return f"{x:,.0f} ns" if x >= 100 else f"{x:.1f} ns"
 
 # (what, bench id, its own baseline id or None)

@@ -125,19 +125,24 @@ if scale:
       "Cold: `ttlMs` 0, so every request fans out to all N; *with slow* includes the slow upstream, "
       "*all fast* does not. Junction serves the first page (`catalog.page_size` 200).")
     w("")
-    w("| N | tools | cached p50 | cached p99 | cached / direct | cold with slow p50 | minus slowest | cold all fast p50 | cold all fast / direct |")
-    w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    call_base = float(sp[(1, "directcall")]["p50_us"]) if (1, "directcall") in sp else float("nan")
+    w(f"`tools/call` of one tool on the same routes, against calling it directly (p50 {us(call_base)}).")
+    w("")
+    w("| N | tools | cached p50 | cached p99 | cached / direct | tools/call p50 | call / direct | cold with slow p50 | minus slowest | cold all fast p50 | cold all fast / direct |")
+    w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in ns:
         c, s, f = sp[(n, "cached")], sp[(n, "cold_slow")], sp[(n, "cold_fast")]
         c50, s50, f50 = float(c["p50_us"]), float(s["p50_us"]), float(f["p50_us"])
-        w(f"| {n} | {n * 50} | {us(c50)} | {us(float(c['p99_us']))} | {ratio(c50, base50)} | {us(s50)} "
-          f"| {us(s50 - slow)} | {us(f50)} | {ratio(f50, base50)} |")
+        k50 = float(sp[(n, "call")]["p50_us"]) if (n, "call") in sp else float("nan")
+        w(f"| {n} | {n * 50} | {us(c50)} | {us(float(c['p99_us']))} | {ratio(c50, base50)} | {us(k50)} | {ratio(k50, call_base)} "
+          f"| {us(s50)} | {us(s50 - slow)} | {us(f50)} | {ratio(f50, base50)} |")
     import math
     def growth(route):
         a, b = float(sp[(10, route)]["p50_us"]), float(sp[(100, route)]["p50_us"])
         return math.log(b / a) / math.log(10) if a > 0 and b > 0 else float("nan")
     w("")
-    w(f"Growth from N=10 to N=100 (p50 ∝ N^k): cached k = {growth('cached'):.2f}, "
+    g_call = f", tools/call k = {growth('call'):.2f}" if (10, "call") in sp else ""
+    w(f"Growth from N=10 to N=100 (p50 ∝ N^k): cached k = {growth('cached'):.2f}{g_call}, "
       f"cold all fast k = {growth('cold_fast'):.2f} (1 = linear, < 1 sub-linear).")
     rss = env.get("S_RSS", "").split()
     if len(rss) == 2:

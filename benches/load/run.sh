@@ -213,9 +213,10 @@ if [ "$SCALING" = 1 ]; then
   done
   check "http://$SCALE_ADDR/u100" tools/list
   S_RSS=$(rss_kib "$SCALE_PID")
-  scale_run() { # N ROUTE URL
+  scale_run() { # N ROUTE URL [METHOD NAME]
     local line
-    line=$(wrk -t1 -c1 -d"${SCALE_DURATION}s" --latency -s "$HERE/mcp.lua" "$3" -- tools/list | grep '^RESULT ')
+    line=$(wrk -t1 -c1 -d"${SCALE_DURATION}s" --latency -s "$HERE/mcp.lua" "$3" -- "${4:-tools/list}" ${5:-} \
+      | grep '^RESULT ')
     echo "$line" | awk -v n="$1" -v r="$2" '
       { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
         printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n, r, v["requests"], v["p50_us"], v["p99_us"], v["errors"], v["non2xx"] }' >> "$SCALE"
@@ -224,8 +225,12 @@ if [ "$SCALING" = 1 ]; then
   # Baselines in the same run: one 50-tool upstream directly, and the slow one directly.
   scale_run 1 direct50 "http://$UP_ADDR/u0/tools=50/mcp"
   scale_run 1 directslow "http://$UP_ADDR/s0/tools=50/ttl=0/delay=20/mcp"
+  scale_run 1 directcall "http://$UP_ADDR/u0/tools=50/mcp" tools/call tool0
+  check "http://$SCALE_ADDR/u100" tools/call u0__tool0
   for n in $NS; do
     scale_run "$n" cached "http://$SCALE_ADDR/u$n"
+    # a tools/call also goes through the route's catalog: does its cost grow with N?
+    scale_run "$n" call "http://$SCALE_ADDR/u$n" tools/call u0__tool0
     scale_run "$n" cold_slow "http://$SCALE_ADDR/s$n"
     scale_run "$n" cold_fast "http://$SCALE_ADDR/f$n"
   done
