@@ -76,5 +76,16 @@ async fn slow_heads_slow_bodies_and_idle_crowds_are_cut_off_while_others_are_ser
         );
     }
     assert_eq!(c.call_tool("up__echo", json!({})).await.status, 200);
+    let gzip = c
+        .request_with_headers(
+            "tools/list",
+            json!({}),
+            vec![("content-encoding".into(), "gzip".into())],
+        )
+        .await;
+    assert_eq!(
+        gzip.status, 415,
+        "compressed bodies are refused, never inflated"
+    );
     assert!(!gw.stderr().contains("panicked"));
 }

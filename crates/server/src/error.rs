@@ -45,6 +45,8 @@ pub enum GatewayError {
     MethodNotAllowed(String),
     #[error("request body not received in time")]
     BodyTimeout,
+    #[error("content-encoding {0:?} is not accepted; send the JSON body uncompressed")]
+    UnsupportedEncoding(String),
     #[error("request body larger than {max} bytes")]
     BodyTooLarge { max: u64 },
     #[error("{0}")]
@@ -170,6 +172,11 @@ impl GatewayError {
                 codes::INVALID_REQUEST,
                 gw(json!({})),
             ),
+            GatewayError::UnsupportedEncoding(_) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                codes::INVALID_REQUEST,
+                gw(json!({})),
+            ),
             GatewayError::BodyTimeout => (
                 StatusCode::REQUEST_TIMEOUT,
                 codes::INVALID_REQUEST,
@@ -271,6 +278,7 @@ impl GatewayError {
             | GatewayError::SessionNotFound
             | GatewayError::MethodNotAllowed(_)
             | GatewayError::BodyTimeout
+            | GatewayError::UnsupportedEncoding(_)
             | GatewayError::BodyTooLarge { .. }
             | GatewayError::HeadersTooLarge(_)
             | GatewayError::OriginForbidden(_) => "client_error",

@@ -116,6 +116,16 @@ fn edge(cx: &Cx<'_>) -> Result<(), Refusal> {
         config.limits.max_header_bytes,
     )
     .map_err(|e| ("other", None, GatewayError::HeadersTooLarge(e.to_string())))?;
+    // Bodies are never decompressed: no decompression bomb can reach the parser.
+    if let Some(enc) = cx.header("content-encoding") {
+        if !enc.eq_ignore_ascii_case("identity") {
+            return Err((
+                "other",
+                None,
+                GatewayError::UnsupportedEncoding(enc.to_owned()),
+            ));
+        }
+    }
     junction_policy::check_origin(
         cx.headers,
         &config.server.public_url,
