@@ -86,28 +86,53 @@ pub(crate) fn list_page(
         out.extend_from_slice(item.get().as_bytes());
     }
     out.push(b']');
-    if end < merged.items.len() {
-        let c = cursor::encode(&cx.state.sealer, merged.version, end);
+    let next =
+        (end < merged.items.len()).then(|| cursor::encode(&cx.state.sealer, merged.version, end));
+    let shape = ListShape {
+        next_cursor: next,
+        degraded: &merged.degraded,
+        modern: matches!(client, ClientSide::Modern { .. }),
+        ttl_ms: merged.ttl_ms,
+        public: merged.public && cx.state.auth.is_none(),
+    };
+    finish_list(id, out, shape, key)
+}
+
+/// What follows the items array of a list result.
+pub(crate) struct ListShape<'a> {
+    pub next_cursor: Option<String>,
+    pub degraded: &'a [String],
+    pub modern: bool,
+    pub ttl_ms: u64,
+    pub public: bool,
+}
+
+/// Completes `out` (which holds `{"<key>":[...]`) into a list result: cursor,
+/// degraded upstreams, and for modern clients `resultType`, `ttlMs`,
+/// `cacheScope` and `serverInfo`. Shared by tools, prompts and resources lists.
+pub(crate) fn finish_list(
+    id: &Id,
+    mut out: Vec<u8>,
+    shape: ListShape<'_>,
+    what: &str,
+) -> Result<Response<Body>, GatewayError> {
+    if let Some(c) = shape.next_cursor {
         out.extend_from_slice(b",\"nextCursor\":");
         out.extend_from_slice(&serde_json::to_vec(&c).unwrap_or_default());
     }
     let mut result_meta = Map::new();
-    if !merged.degraded.is_empty() {
+    if !shape.degraded.is_empty() {
         result_meta.insert(
             meta::GATEWAY_DEGRADED.into(),
-            Value::from(merged.degraded.clone()),
+            Value::from(shape.degraded.to_vec()),
         );
     }
-    if matches!(client, ClientSide::Modern { .. }) {
-        let scope = if merged.public && cx.state.auth.is_none() {
-            "public"
-        } else {
-            "private"
-        };
+    if shape.modern {
+        let scope = if shape.public { "public" } else { "private" };
         out.extend_from_slice(
             format!(
                 ",\"resultType\":\"complete\",\"ttlMs\":{},\"cacheScope\":\"{scope}\"",
-                merged.ttl_ms
+                shape.ttl_ms
             )
             .as_bytes(),
         );
@@ -118,7 +143,8 @@ pub(crate) fn list_page(
         out.extend_from_slice(&serde_json::to_vec(&result_meta).unwrap_or_default());
     }
     out.push(b'}');
-    let raw = RawValue::from_string(String::from_utf8_lossy(&out).into_owned())
-        .map_err(|e| GatewayError::Unsupported(format!("could not build the {key} list: {e}")))?;
+    let raw = RawValue::from_string(String::from_utf8_lossy(&out).into_owned()).map_err(|e| {
+        GatewayError::Unsupported(format!("could not build the {what} result: {e}"))
+    })?;
     Ok(response::json(StatusCode::OK, result_bytes(id, &raw)))
 }

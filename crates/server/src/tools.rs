@@ -12,13 +12,12 @@ use junction_protocol::{meta, xmcp};
 use junction_upstream::{UpstreamEvent, UpstreamRequest};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::envelope;
 use crate::error::GatewayError;
 use crate::mcp::{param_str, Cx};
-use crate::modern::server_info;
 use crate::response::{self, Body};
 
 /// Which era the client speaks, with the capabilities it declared (per request
@@ -168,42 +167,14 @@ pub async fn list(
     let mut out = Vec::with_capacity(tools.len() + 256);
     out.extend_from_slice(b"{\"tools\":");
     out.extend_from_slice(&tools);
-    if let Some(next) = next {
-        let c = cursor::encode(&cx.state.sealer, catalog.version, next);
-        out.extend_from_slice(b",\"nextCursor\":");
-        out.extend_from_slice(&serde_json::to_vec(&c).unwrap_or_default());
-    }
-    let mut result_meta = Map::new();
-    if !catalog.degraded.is_empty() {
-        result_meta.insert(
-            meta::GATEWAY_DEGRADED.into(),
-            Value::from(catalog.degraded.clone()),
-        );
-    }
-    if client.is_modern() {
-        let scope = if catalog.public && !per_caller {
-            "public"
-        } else {
-            "private"
-        };
-        out.extend_from_slice(
-            format!(
-                ",\"resultType\":\"complete\",\"ttlMs\":{},\"cacheScope\":\"{scope}\"",
-                catalog.ttl_ms
-            )
-            .as_bytes(),
-        );
-        result_meta.insert(meta::SERVER_INFO.into(), server_info());
-    }
-    if !result_meta.is_empty() {
-        out.extend_from_slice(b",\"_meta\":");
-        out.extend_from_slice(&serde_json::to_vec(&result_meta).unwrap_or_default());
-    }
-    out.push(b'}');
-    let raw = RawValue::from_string(String::from_utf8_lossy(&out).into_owned()).map_err(|e| {
-        GatewayError::Unsupported(format!("could not build the tools/list result: {e}"))
-    })?;
-    Ok(response::json(StatusCode::OK, result_bytes(id, &raw)))
+    let shape = crate::merged::ListShape {
+        next_cursor: next.map(|n| cursor::encode(&cx.state.sealer, catalog.version, n)),
+        degraded: &catalog.degraded,
+        modern: client.is_modern(),
+        ttl_ms: catalog.ttl_ms,
+        public: catalog.public && !per_caller,
+    };
+    crate::merged::finish_list(id, out, shape, "tools/list")
 }
 
 /// The part of the catalog this caller may see: everything without `auth`,
