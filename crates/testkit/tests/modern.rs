@@ -105,7 +105,7 @@ async fn envelope_validation_errors() {
     assert_eq!((r.status, r.error_code()), (400, Some(-32022)));
     assert_eq!(r.body["error"]["data"]["supported"], json!(["2026-07-28"]));
     // Unknown method, unknown tool, GET/DELETE.
-    let r = c.request("prompts/list", json!({})).await;
+    let r = c.request("example/unknown", json!({})).await;
     assert_eq!((r.status, r.error_code()), (404, Some(-32601)));
     let r = c.call_tool("nope", json!({})).await;
     assert_eq!((r.status, r.error_code()), (200, Some(-32602)));
