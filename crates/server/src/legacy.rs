@@ -91,9 +91,9 @@ fn initialize(
         id,
         json!({
             "protocolVersion": negotiated,
-            "capabilities": {"tools": {"listChanged": false}, "prompts": {}, "resources": {}},
+            "capabilities": crate::caps::advertised(cx.state),
             "serverInfo": server_info(),
-            "instructions": "Junction MCP gateway: tools of several MCP servers, named <server>__<tool>.",
+            "instructions": crate::caps::INSTRUCTIONS,
         }),
     );
     if let Ok(v) = HeaderValue::from_str(&token) {

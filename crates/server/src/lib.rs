@@ -8,6 +8,7 @@
 //! `junction_policy::forwardable_headers`) and never trust a mirrored header
 //! before checking it against the body.
 
+mod caps;
 mod envelope;
 mod error;
 mod forward;

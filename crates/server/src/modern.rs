@@ -33,7 +33,7 @@ pub async fn dispatch(
     let caps = validate_meta_and_headers(cx, method, params.as_ref(), &request_meta)?;
     let client = ClientSide::Modern { capabilities: caps };
     match method {
-        "server/discover" => Ok(discover(id)),
+        "server/discover" => Ok(discover(cx, id)),
         "tools/list" => tools::list(cx, id, params.as_ref(), &client).await,
         "tools/call" => tools::call(cx, id, params, &client).await,
         "prompts/list" => prompts::list(cx, id, params.as_ref(), &client).await,
@@ -156,12 +156,12 @@ pub fn server_info() -> Value {
 
 /// Junction answers `server/discover` itself: its own capabilities, not any one
 /// upstream's.
-fn discover(id: &Id) -> Response<Body> {
+fn discover(cx: &Cx<'_>, id: &Id) -> Response<Body> {
     let result = json!({
         "resultType": "complete",
         "supportedVersions": supported_versions(),
-        "capabilities": {"tools": {"listChanged": false}, "prompts": {}, "resources": {}},
-        "instructions": "Junction MCP gateway: tools of several MCP servers, named <server>__<tool>.",
+        "capabilities": crate::caps::advertised(cx.state),
+        "instructions": crate::caps::INSTRUCTIONS,
         "ttlMs": 300_000,
         "cacheScope": "public",
         "_meta": {(meta::SERVER_INFO): server_info()},
