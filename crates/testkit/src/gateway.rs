@@ -155,6 +155,11 @@ impl Gateway {
         self.dir.path()
     }
 
+    /// The gateway process id (for /proc figures: RSS, open descriptors); None once it exited.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// None while running; the exit status once the child has exited.
     pub fn try_exit_status(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
