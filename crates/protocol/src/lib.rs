@@ -14,6 +14,7 @@ pub mod jsonrpc;
 pub mod meta;
 pub mod names;
 pub mod seal;
+pub mod sse;
 pub mod version;
 pub mod xmcp;
 
