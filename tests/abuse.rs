@@ -1,12 +1,15 @@
-//! Client-side abuse: slow request heads (slowloris), slow bodies, and a crowd
-//! of idle connections must not stop the gateway from serving everyone else.
+//! Client-side abuse: slow request heads (slowloris), slow bodies, a crowd of
+//! idle connections and a client that never reads its stream must not stop the
+//! gateway from serving everyone else, nor grow its memory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::time::Duration;
 
-use junction_testkit::{spawn_gateway, MockSpec, MockTool, MockUpstream, TestClient};
+use junction_testkit::{
+    spawn_gateway, Fault, FaultyUpstream, MockSpec, MockTool, MockUpstream, TestClient,
+};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -90,5 +93,82 @@ async fn slow_heads_slow_bodies_and_idle_crowds_are_cut_off_while_others_are_ser
         gzip.status, 415,
         "compressed bodies are refused, never inflated"
     );
+    assert!(!gw.stderr().contains("panicked"));
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next().and_then(|n| n.parse().ok()))
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_client_that_never_reads_its_stream_is_bounded_then_disconnected() {
+    let flood = FaultyUpstream::start(Fault::FloodSse)
+        .await
+        .on_methods(&["tools/call"]);
+    let good = MockUpstream::start(MockSpec::modern("good", vec![MockTool::echo("echo")])).await;
+    let yaml = format!(
+        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: flood, url: {}, timeout: 3s}}\n  - {{id: good, url: {}}}\n",
+        flood.url, good.url
+    );
+    let gw = spawn_gateway(bin(), &yaml).await;
+    let pid = gw.pid().unwrap();
+    let c = TestClient::modern(&gw.url("/mcp"));
+    assert!(c.request("tools/list", json!({})).await.result()["tools"].is_array());
+    let before = rss_kib(pid);
+
+    // A modern tools/call that streams endless progress, sent by hand and never read.
+    let body = c.envelope(
+        "tools/call",
+        json!({"name": "flood__echo", "arguments": {}, "_meta": {"progressToken": 1}}),
+    );
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n",
+        body.to_string().len()
+    );
+    for (n, v) in c.headers_for(&body) {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut stuck = TcpStream::connect(gw.addr).await.unwrap();
+    stuck.write_all(head.as_bytes()).await.unwrap();
+    stuck.write_all(body.to_string().as_bytes()).await.unwrap();
+
+    // The flood runs into the stalled reader for a while; others are served.
+    let mut peak = before;
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        peak = peak.max(rss_kib(pid));
+        let r = c.call_tool("good__echo", json!({})).await;
+        assert_eq!(
+            r.result()["structuredContent"]["tool"],
+            "echo",
+            "{}",
+            r.text()
+        );
+    }
+    assert!(
+        peak < before + 32 * 1024,
+        "a stalled reader must not make the gateway buffer the flood: RSS {before} KiB → {peak} KiB"
+    );
+    // Past the upstream deadline the gateway gives up on the stream and closes
+    // the connection: reading now drains what the kernel buffered, then EOF.
+    let drained = tokio::time::timeout(Duration::from_secs(15), async {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut total = 0usize;
+        loop {
+            match stuck.read(&mut buf).await {
+                Ok(0) | Err(_) => return total,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await
+    .expect("the stalled stream is closed by the gateway, not held forever");
+    assert!(drained > 0, "the client did get the start of its stream");
     assert!(!gw.stderr().contains("panicked"));
 }

@@ -42,6 +42,9 @@ pub enum Fault {
     HugeBody(usize),
     /// This HTTP status with a plain-text body.
     Status(u16),
+    /// An SSE response of progress notifications (about 1 KiB each), sent as
+    /// fast as the reader takes them and never ending: for clients that never read.
+    FloodSse,
     /// Handshake era: `initialize` works, every faulty method gets 404
     /// "Session not found", even right after a new `initialize`.
     LegacyExpiredSession404,
@@ -264,6 +267,21 @@ async fn faulty(fault: Fault, id: &Value, answer: Value, msg: &Value) -> Respons
                                   "params": {"progressToken": token, "progress": 1, "total": 2}});
             let body = Full::new(sse::event(&progress)).boxed();
             with_type(200, "text/event-stream", body)
+        }
+        Fault::FloodSse => {
+            let token = msg
+                .pointer("/params/_meta/progressToken")
+                .cloned()
+                .unwrap_or(json!("faulty-progress"));
+            let pad = "p".repeat(1000);
+            let stream = futures_util::stream::unfold(1u64, move |n| {
+                let event = sse::event(
+                    &json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": {"progressToken": token, "progress": n, "message": pad}}),
+                );
+                async move { Some((Ok::<_, Infallible>(Frame::data(event)), n + 1)) }
+            });
+            with_type(200, "text/event-stream", StreamBody::new(stream).boxed())
         }
         Fault::InvalidJson => json_response(200, b"{\"jsonrpc\": \"2.0\", \"id\": oops".to_vec()),
         Fault::WrongId => {
