@@ -96,6 +96,12 @@ fn tool_names(list: &TestResponse) -> Vec<String> {
         .unwrap_or_default()
 }
 
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
 /// The gateway is still running and never logged a panic.
 fn assert_alive(gw: &mut Gateway) {
     assert!(
@@ -215,8 +221,10 @@ async fn call_faults_get_the_right_gateway_error_and_spare_the_healthy_upstream(
         }
     }
 
+    let pid = gw.pid().expect("gateway pid");
+    let mut fds_after_round = Vec::new();
     let mut mismatches = Vec::new();
-    for round in 0..2 {
+    for round in 0..3 {
         // All faults in flight at once, with healthy calls alongside.
         let faulty_calls = join_all(faulty.iter().map(|(id, _, _)| {
             let c = &c;
@@ -238,14 +246,21 @@ async fn call_faults_get_the_right_gateway_error_and_spare_the_healthy_upstream(
             "healthy tools stay listed: {}",
             list.text()
         );
+        fds_after_round.push(open_fds(pid));
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+    // Pooled connections may stay open, but faults must not leak a descriptor
+    // per failed call: later rounds hold no more than the first.
+    assert!(
+        fds_after_round[2] <= fds_after_round[0] + 4,
+        "descriptors grow with faulty calls: {fds_after_round:?}"
+    );
     // Only the call went out; a call that may have reached the upstream is never retried.
     for (id, f, _) in &faulty {
         if *id != "refused" && *id != "legacy404" {
             assert_eq!(
                 f.requests_for("tools/call").len(),
-                2,
+                3,
                 "{id}: one upstream call per client call"
             );
         }
