@@ -18,6 +18,7 @@ mod http;
 mod sse;
 mod stdio;
 mod stream;
+mod watch;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -32,6 +33,7 @@ pub use breaker::BreakerConfig;
 pub use era::{Era, EraPref};
 pub use error::UpstreamError;
 pub use stream::ResponseStream;
+pub use watch::{Change, Changes};
 
 /// Everything needed to reach one upstream; the server builds it from config.
 #[derive(Clone, Debug)]
@@ -146,6 +148,7 @@ pub struct Upstream {
     timeout: Duration,
     transport: Transport,
     changes: tokio::sync::broadcast::Sender<String>,
+    watch: watch::WatchState,
     breaker: breaker::Breaker,
 }
 
@@ -215,6 +218,7 @@ impl Upstream {
             timeout: spec.timeout,
             transport,
             changes,
+            watch: watch::WatchState::new(CHANGES_CAPACITY),
             breaker: breaker::Breaker::new(breaker),
         }))
     }
@@ -223,12 +227,11 @@ impl Upstream {
         &self.id
     }
 
-    /// Methods of `notifications/*/list_changed` the upstream sent outside any
-    /// request's own stream (stdio, legacy HTTP SSE), e.g. to invalidate a
-    /// cached tool list. Modern HTTP delivers these only on a
-    /// `subscriptions/listen` stream, which the caller opens with `request()`.
-    pub fn changes(&self) -> tokio::sync::broadcast::Receiver<String> {
-        self.changes.subscribe()
+    /// Changes the upstream announced outside any request's own stream:
+    /// stdio and legacy call streams always, and the standing stream (modern
+    /// `subscriptions/listen`, legacy GET) once `start_watching` ran.
+    pub fn changes(&self) -> Changes {
+        Changes::new(self.changes.subscribe(), self.watch.events.subscribe())
     }
 
     /// The upstream's era: probed once and cached; re-probed after failures
@@ -341,8 +344,10 @@ impl Upstream {
         ))
     }
 
-    /// stdio: close stdin, wait up to 2 s, then kill. Legacy HTTP: DELETE the session.
+    /// stdio: close stdin, wait up to 2 s, then kill. Legacy HTTP: DELETE the
+    /// session. The change watcher stops.
     pub async fn shutdown(&self) {
+        self.watch.stop();
         match &self.transport {
             Transport::Http(t) => t.shutdown(self.timeout).await,
             Transport::Stdio(t) => t.shutdown().await,

@@ -125,6 +125,6 @@ async fn legacy_list_changed_on_a_call_stream_goes_to_changes() {
     up.list_tools_page(None).await.expect("list");
     assert_eq!(
         changes.recv().await.expect("change"),
-        "notifications/tools/list_changed"
+        junction_upstream::Change::ToolsListChanged
     );
 }

@@ -99,7 +99,7 @@ async fn legacy_stdio_initializes_lists_and_maps_progress_tokens() {
     );
     assert_eq!(
         changes.recv().await.expect("change"),
-        "notifications/tools/list_changed"
+        junction_upstream::Change::ToolsListChanged
     );
     up.shutdown().await;
 }

@@ -335,6 +335,48 @@ impl HttpTransport {
         }
     }
 
+    /// The GET stream of the legacy upstream session (its change notices go to
+    /// `changes`, other notices come out as events). `Ok(None)`: the upstream
+    /// is modern or has no GET stream (405).
+    pub(crate) async fn standing_stream(
+        &self,
+        deadline: Instant,
+    ) -> Result<Option<ResponseStream>, UpstreamError> {
+        let ready = self.ensure_ready(deadline).await?;
+        if !matches!(ready.as_ref(), Ready::Legacy { .. }) {
+            return Ok(None);
+        }
+        let headers = ready.legacy_headers();
+        let resp = self
+            .wire
+            .send(Method::GET, Vec::new(), headers.clone(), &[], deadline)
+            .await?;
+        match resp.status().as_u16() {
+            405 => return Ok(None),
+            404 => {
+                self.invalidate(&ready);
+                return Err(UpstreamError::Http {
+                    status: 404,
+                    body: "legacy session not found".to_owned(),
+                });
+            }
+            _ => {}
+        }
+        let responder = Arc::new(Responder {
+            wire: self.wire.clone(),
+            headers,
+        });
+        match wire::read_answer(resp, 0, Some(responder), deadline).await? {
+            Answer::Stream(inner @ Inner::Sse(_)) => {
+                Ok(Some(ResponseStream::new(inner, deadline, None)))
+            }
+            Answer::Status { status, body } => Err(UpstreamError::Http { status, body }),
+            _ => Err(UpstreamError::Protocol(
+                "the GET stream is not an SSE stream".to_owned(),
+            )),
+        }
+    }
+
     pub(crate) async fn shutdown(&self, timeout: Duration) {
         let Some(ready) = self.ready.swap(None) else {
             return;
