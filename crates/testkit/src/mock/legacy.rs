@@ -23,6 +23,7 @@ pub(crate) async fn handle(shared: &Arc<Shared>, req: &Req) -> Reply {
     match req.http_method.as_str() {
         "POST" => {}
         "DELETE" => return delete(shared, req),
+        "GET" => return super::notify::get_stream(shared, req),
         _ => return Reply::Empty { status: 405 },
     }
     let message = match parse_message(&req.body) {
@@ -150,6 +151,9 @@ fn request(
 ) -> Reply {
     let message = match method {
         "ping" => result_body(&id, json!({})),
+        "resources/subscribe" | "resources/unsubscribe" => {
+            super::notify::subscription(shared, &id, method, &params)
+        }
         "tools/list" => match super::modern::list(shared, &params) {
             Ok(result) => result_body(&id, tools::finish(shared, Era::Legacy, result)),
             Err(msg) => error_body(&id, -32602, &msg, None),

@@ -10,6 +10,7 @@ mod faulty;
 mod http;
 mod legacy;
 mod modern;
+mod notify;
 mod prompts;
 mod tools;
 
@@ -175,6 +176,7 @@ pub(crate) struct Shared {
     pub(crate) counter: AtomicU64,
     /// Legacy server requests (elicitation) waiting for the client's response, by id.
     pub(crate) pending: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    pub(crate) listeners: notify::Listeners,
 }
 
 /// Lock, recovering from poisoning: a panicking test thread must not wedge the mock.
@@ -222,6 +224,7 @@ impl MockUpstream {
             sessions: Mutex::default(),
             counter: AtomicU64::new(1),
             pending: Mutex::default(),
+            listeners: notify::Listeners::default(),
         });
         let (control, rx) = mpsc::channel(4);
         let task = tokio::spawn(supervise(shared.clone(), addr, Some(listener), rx));
@@ -282,9 +285,11 @@ impl MockUpstream {
         lock(&self.shared.sessions).len()
     }
 
-    /// Replace the tool set (no notification is sent).
+    /// Replace the tool set and announce `notifications/tools/list_changed` on
+    /// the open change streams that asked for it (none unless a client listens).
     pub fn set_tools(&self, tools: Vec<MockTool>) {
         *lock(&self.shared.tools) = tools;
+        notify::tools_changed(&self.shared);
     }
 
     /// Down = connection refused (listener closed, open connections dropped).

@@ -62,6 +62,7 @@ pub(crate) async fn handle(shared: &Arc<Shared>, req: &Req) -> Reply {
             Err(msg) => error_body(&id, -32602, &msg, None),
         },
         "tools/call" => return call(shared, req, id, params, caps),
+        "subscriptions/listen" => return super::notify::listen(shared, &id, &params),
         m if super::prompts::handles(m) => {
             super::prompts::answer(shared, Era::Modern, &id, m, &params)
         }
