@@ -76,9 +76,16 @@ pub(crate) fn request_bytes(id: i64, method: &str, params: &RawValue) -> Vec<u8>
     jsonrpc::request_bytes(&Id::Num(id), method, params)
 }
 
+/// What Junction tells a handshake-era upstream it can do: everything a
+/// downstream client might answer. Junction relays each such request to the
+/// client of the call it belongs to, and refuses it when that client did not
+/// declare the capability (NOTES §6, §12.3).
+const LEGACY_CLIENT_CAPABILITIES: &str =
+    r#"{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{}}"#;
+
 pub(crate) fn initialize_params() -> Box<RawValue> {
     raw(format!(
-        r#"{{"protocolVersion":"{}","capabilities":{{}},"clientInfo":{}}}"#,
+        r#"{{"protocolVersion":"{}","capabilities":{LEGACY_CLIENT_CAPABILITIES},"clientInfo":{}}}"#,
         version::LEGACY[0],
         client_info().get()
     ))
@@ -134,6 +141,7 @@ pub(crate) enum Incoming {
     ServerRequest {
         id: Id,
         method: String,
+        params: Option<Box<RawValue>>,
     },
 }
 
@@ -141,7 +149,11 @@ pub(crate) fn classify(text: &str) -> Result<Incoming, String> {
     let msg =
         ServerMessage::parse(text.as_bytes()).map_err(|e| format!("invalid JSON-RPC: {e}"))?;
     match (msg.id, msg.method) {
-        (Some(id), Some(method)) => Ok(Incoming::ServerRequest { id, method }),
+        (Some(id), Some(method)) => Ok(Incoming::ServerRequest {
+            id,
+            method,
+            params: msg.params,
+        }),
         (None, Some(method)) => Ok(Incoming::Notification {
             method,
             params: msg.params,

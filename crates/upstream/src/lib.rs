@@ -32,7 +32,7 @@ use tokio::time::Instant;
 pub use breaker::BreakerConfig;
 pub use era::{Era, EraPref};
 pub use error::UpstreamError;
-pub use stream::ResponseStream;
+pub use stream::{Bridged, ResponseStream, ServerRequest};
 pub use watch::{Change, Changes};
 
 /// Everything needed to reach one upstream; the server builds it from config.

@@ -1,13 +1,50 @@
 //! `ResponseStream`: the events of one upstream request, in arrival order,
 //! bounded by the request's deadline. Dropping it early cancels the request.
+//!
+//! A handshake-era upstream may ask its client something in the middle of a
+//! call (`elicitation/create`, `sampling/createMessage`, `roots/list`).
+//! `next_bridged` hands such requests to the caller, who answers them with
+//! `reply` on the same session or channel while the stream stays open; `next`
+//! refuses them on the caller's behalf (Junction offers nothing it cannot relay).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
 
+use junction_protocol::codes;
+use junction_protocol::jsonrpc::{self, Id, RpcError};
+use serde_json::value::RawValue;
 use tokio::time::Instant;
 
-use crate::{http::SseBody, stdio::StdioRx, UpstreamError, UpstreamEvent};
+use crate::http::{Responder, SseBody};
+use crate::stdio::{Proc, StdioRx};
+use crate::{UpstreamError, UpstreamEvent};
 
-pub(crate) type Item = Result<UpstreamEvent, UpstreamError>;
+/// A request a handshake-era upstream sent to its client during a call.
+#[derive(Debug)]
+pub struct ServerRequest {
+    /// The upstream's own id; `reply` echoes it.
+    pub id: Id,
+    pub method: String,
+    pub params: Option<Box<RawValue>>,
+}
+
+/// One item of a bridged read: an ordinary event, or a server request to answer.
+#[derive(Debug)]
+pub enum Bridged {
+    Event(UpstreamEvent),
+    ServerRequest(ServerRequest),
+}
+
+pub(crate) type Item = Result<Bridged, UpstreamError>;
+
+/// Methods a legacy upstream may ask its client for, which a caller may bridge.
+pub(crate) fn is_bridgeable(method: &str) -> bool {
+    matches!(
+        method,
+        "elicitation/create" | "sampling/createMessage" | "roots/list"
+    )
+}
 
 pub(crate) enum Inner {
     /// Already complete (a JSON body, or an error body).
@@ -26,9 +63,16 @@ impl Inner {
         }
     }
 
-    pub(crate) fn ready(item: Item) -> Inner {
-        Inner::Ready(VecDeque::from([item]))
+    pub(crate) fn ready(item: Result<UpstreamEvent, UpstreamError>) -> Inner {
+        Inner::Ready(VecDeque::from([item.map(Bridged::Event)]))
     }
+}
+
+/// Where answers to server requests go: the legacy HTTP session, or stdin.
+#[derive(Clone)]
+pub(crate) enum Replier {
+    Http(Arc<Responder>),
+    Stdio(Arc<Proc>),
 }
 
 /// Runs once if the stream is dropped (or fails) before the upstream answered:
@@ -38,8 +82,12 @@ pub(crate) type CancelGuard = Box<dyn FnOnce() + Send>;
 pub struct ResponseStream {
     inner: Inner,
     deadline: Instant,
+    /// The request's whole budget; a reply starts it again, since the time the
+    /// client took to answer is not the upstream's.
+    budget: Duration,
     finished: bool,
     guard: Option<CancelGuard>,
+    replier: Option<Replier>,
 }
 
 impl ResponseStream {
@@ -47,14 +95,45 @@ impl ResponseStream {
         ResponseStream {
             inner,
             deadline,
+            budget: deadline.saturating_duration_since(Instant::now()),
             finished: false,
             guard,
+            replier: None,
         }
+    }
+
+    pub(crate) fn with_replier(mut self, replier: Replier) -> Self {
+        self.replier = Some(replier);
+        self
     }
 
     /// Next event. Notifications come first, in order; the stream ends after a
     /// `Result`, an `Error` or an `Err`. Progress does not extend the deadline.
+    /// Server requests are refused here (`-32601`); read with `next_bridged`
+    /// to answer them yourself.
     pub async fn next(&mut self) -> Option<Result<UpstreamEvent, UpstreamError>> {
+        loop {
+            match self.next_bridged().await? {
+                Ok(Bridged::Event(e)) => return Some(Ok(e)),
+                Err(e) => return Some(Err(e)),
+                Ok(Bridged::ServerRequest(r)) => {
+                    let err = RpcError::new(
+                        codes::METHOD_NOT_FOUND,
+                        format!("junction does not offer {} to upstreams", r.method),
+                    );
+                    if let Err(e) = self.reply(&r.id, Err(err)).await {
+                        tracing::debug!(error = %e, "refusing a server request failed");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Like `next`, but a handshake-era upstream's `elicitation/create`,
+    /// `sampling/createMessage` or `roots/list` comes out as a `ServerRequest`
+    /// that the caller must answer with `reply`; the stream stays open for
+    /// the final result. (`ping` is always answered here.)
+    pub async fn next_bridged(&mut self) -> Option<Item> {
         if self.finished {
             return None;
         }
@@ -66,17 +145,40 @@ impl ResponseStream {
             Err(_) => Err(UpstreamError::Timeout),
         };
         match &item {
-            Ok(UpstreamEvent::Notification(_)) => {}
+            Ok(Bridged::Event(UpstreamEvent::Notification(_))) | Ok(Bridged::ServerRequest(_)) => {}
             Ok(_) => self.finish(false),
             Err(_) => self.finish(true),
         }
         Some(item)
     }
 
+    /// Answer a `ServerRequest` of this stream: a POST of the JSON-RPC response
+    /// on the upstream's session (HTTP) or a line on its stdin (stdio). Restarts
+    /// the request's deadline.
+    pub async fn reply(
+        &mut self,
+        id: &Id,
+        outcome: Result<Box<RawValue>, RpcError>,
+    ) -> Result<(), UpstreamError> {
+        let bytes = match &outcome {
+            Ok(result) => jsonrpc::result_bytes(id, result),
+            Err(err) => jsonrpc::error_bytes(Some(id), err),
+        };
+        self.deadline = self.deadline.max(Instant::now() + self.budget);
+        match &self.replier {
+            None => Err(UpstreamError::Protocol(
+                "this stream takes no replies".to_owned(),
+            )),
+            Some(Replier::Http(r)) => r.post(bytes, self.deadline).await,
+            Some(Replier::Stdio(p)) => p.write(bytes).await,
+        }
+    }
+
     fn finish(&mut self, cancel: bool) {
         self.finished = true;
         // Release the connection / routing entry now, not when the caller drops us.
         self.inner = Inner::Ready(VecDeque::new());
+        self.replier = None;
         if let Some(guard) = self.guard.take() {
             if cancel {
                 guard();

@@ -98,7 +98,10 @@ async fn probe_falls_back_to_initialize_and_session_is_reused_and_renewed_on_404
     assert_eq!(initialized[0].header("mcp-session-id"), Some("s1"));
     let init = &fake.calls("initialize")[0];
     assert_eq!(init.body["params"]["protocolVersion"], "2025-11-25");
-    assert_eq!(init.body["params"]["capabilities"], json!({}));
+    assert_eq!(
+        init.body["params"]["capabilities"],
+        json!({"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{}})
+    );
     assert_eq!(init.body["params"]["clientInfo"]["name"], "junction");
 }
 

@@ -16,10 +16,10 @@ use tokio::time::Instant;
 
 use crate::envelope::{self, Stamp};
 use crate::era::{self, Era, EraPref};
-use crate::stream::{CancelGuard, Inner, ResponseStream};
+use crate::stream::{CancelGuard, Inner, Replier, ResponseStream};
 use crate::{IdGen, UpstreamError, UpstreamEvent, UpstreamRequest};
-pub(crate) use wire::SseBody;
-use wire::{Answer, Responder, Wire};
+use wire::{Answer, Wire};
+pub(crate) use wire::{Responder, SseBody};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -290,13 +290,17 @@ impl HttpTransport {
                 headers: headers.clone(),
             })
         });
-        let answer = wire::read_answer(resp, id, responder, deadline)
+        let answer = wire::read_answer(resp, id, responder.clone(), deadline)
             .await
             .map_err(Attempt::Failed)?;
         match answer {
             Answer::Stream(inner) => {
                 let guard = legacy.then(|| cancel_guard(self.wire.clone(), headers, id));
-                Ok(ResponseStream::new(inner, deadline, guard))
+                let stream = ResponseStream::new(inner, deadline, guard);
+                Ok(match responder {
+                    Some(r) => stream.with_replier(Replier::Http(r)),
+                    None => stream,
+                })
             }
             Answer::Status { status: 404, .. } | Answer::RpcError { status: 404, .. }
                 if matches!(
@@ -366,10 +370,10 @@ impl HttpTransport {
             wire: self.wire.clone(),
             headers,
         });
-        match wire::read_answer(resp, 0, Some(responder), deadline).await? {
-            Answer::Stream(inner @ Inner::Sse(_)) => {
-                Ok(Some(ResponseStream::new(inner, deadline, None)))
-            }
+        match wire::read_answer(resp, 0, Some(responder.clone()), deadline).await? {
+            Answer::Stream(inner @ Inner::Sse(_)) => Ok(Some(
+                ResponseStream::new(inner, deadline, None).with_replier(Replier::Http(responder)),
+            )),
             Answer::Status { status, body } => Err(UpstreamError::Http { status, body }),
             _ => Err(UpstreamError::Protocol(
                 "the GET stream is not an SSE stream".to_owned(),

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use crate::envelope::{self, Incoming as Msg};
 use crate::sse::{SseParser, MAX_MESSAGE_BYTES};
-use crate::stream::{Inner, Item};
+use crate::stream::{is_bridgeable, Bridged, Inner, Item, ServerRequest};
 use crate::{UpstreamError, UpstreamEvent};
 
 pub(crate) type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
@@ -200,6 +200,24 @@ pub(crate) struct Responder {
     pub(crate) headers: HeaderMap,
 }
 
+impl Responder {
+    /// POST one JSON-RPC response on the session; the upstream answers 202.
+    pub(crate) async fn post(&self, body: Vec<u8>, deadline: Instant) -> Result<(), UpstreamError> {
+        let resp = self
+            .wire
+            .send(Method::POST, body, self.headers.clone(), &[], deadline)
+            .await?;
+        if resp.status().is_success() {
+            return Ok(());
+        }
+        let status = resp.status().as_u16();
+        Err(UpstreamError::Http {
+            status,
+            body: "the upstream refused our answer to its request".to_owned(),
+        })
+    }
+}
+
 pub(crate) async fn read_answer(
     resp: Response<Incoming>,
     our_id: i64,
@@ -236,9 +254,11 @@ pub(crate) async fn read_answer(
         let text = std::str::from_utf8(&bytes)
             .map_err(|_| UpstreamError::Protocol("body is not UTF-8".to_owned()))?;
         return match envelope::classify(text).map_err(UpstreamError::Protocol)? {
-            Msg::Response { id, outcome } => Ok(Answer::Stream(Inner::ready(response_item(
-                id, outcome, our_id,
-            )))),
+            Msg::Response { id, outcome } => {
+                Ok(Answer::Stream(Inner::Ready(From::from([response_item(
+                    id, outcome, our_id,
+                )]))))
+            }
             _ => Err(UpstreamError::Protocol(
                 "JSON body is not a response".to_owned(),
             )),
@@ -271,12 +291,12 @@ fn response_item(
     ours: i64,
 ) -> Item {
     match (id, outcome) {
-        (Some(Id::Num(n)), outcome) if n == ours => Ok(match outcome {
+        (Some(Id::Num(n)), outcome) if n == ours => Ok(Bridged::Event(match outcome {
             Ok(result) => UpstreamEvent::Result(result),
             Err(error) => UpstreamEvent::Error(error),
-        }),
+        })),
         // An error without id: the upstream could not parse our request.
-        (None, Err(error)) => Ok(UpstreamEvent::Error(error)),
+        (None, Err(error)) => Ok(Bridged::Event(UpstreamEvent::Error(error))),
         (id, _) => Err(UpstreamError::Protocol(format!(
             "response id {id:?} does not match request id {ours}"
         ))),
@@ -323,13 +343,24 @@ impl SseBody {
                             Some(r) if crate::is_change_notification(&method) => {
                                 let _ = r.wire.changes.send(method);
                             }
-                            _ => return Some(Ok(UpstreamEvent::Notification(raw))),
+                            _ => return Some(Ok(Bridged::Event(UpstreamEvent::Notification(raw)))),
                         }
                     }
                     Ok(Msg::Response { id, outcome }) => {
                         return Some(response_item(id, outcome, self.our_id))
                     }
-                    Ok(Msg::ServerRequest { id, method }) => self.answer(&id, &method),
+                    // Only a legacy session can take our answer (responder);
+                    // `ping` needs no one but us.
+                    Ok(Msg::ServerRequest { id, method, params })
+                        if self.responder.is_some() && is_bridgeable(&method) =>
+                    {
+                        return Some(Ok(Bridged::ServerRequest(ServerRequest {
+                            id,
+                            method,
+                            params,
+                        })))
+                    }
+                    Ok(Msg::ServerRequest { id, method, .. }) => self.answer(&id, &method),
                 }
             }
             if self.ended {

@@ -15,10 +15,9 @@ use tokio::time::Instant;
 
 use crate::envelope::{self, Stamp};
 use crate::era::{self, Era, EraPref};
-use crate::stream::ResponseStream;
+use crate::stream::{Bridged, Replier, ResponseStream};
 use crate::{IdGen, UpstreamError, UpstreamEvent, UpstreamRequest};
-use proc::Proc;
-pub(crate) use proc::StdioRx;
+pub(crate) use proc::{Proc, StdioRx};
 
 const PROBE_TIMEOUT_MAX: Duration = Duration::from_secs(5);
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
@@ -229,11 +228,10 @@ impl StdioTransport {
                 ));
             }
         });
-        Ok(ResponseStream::new(
-            crate::stream::Inner::Stdio(rx),
-            deadline,
-            Some(guard),
-        ))
+        Ok(
+            ResponseStream::new(crate::stream::Inner::Stdio(rx), deadline, Some(guard))
+                .with_replier(Replier::Stdio(ready.proc.clone())),
+        )
     }
 
     pub(crate) async fn shutdown(&self) {
@@ -259,9 +257,11 @@ async fn call(
             .await?;
         while let Some(item) = rx.next().await {
             match item? {
-                UpstreamEvent::Notification(_) => continue,
-                UpstreamEvent::Result(r) => return Ok(Ok(r)),
-                UpstreamEvent::Error(e) => return Ok(Err(e)),
+                Bridged::Event(UpstreamEvent::Result(r)) => return Ok(Ok(r)),
+                Bridged::Event(UpstreamEvent::Error(e)) => return Ok(Err(e)),
+                Bridged::Event(UpstreamEvent::Notification(_)) | Bridged::ServerRequest(_) => {
+                    continue
+                }
             }
         }
         Err(UpstreamError::Closed)

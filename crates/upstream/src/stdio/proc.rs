@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::envelope::{self, Incoming};
 use crate::sse::MAX_MESSAGE_BYTES;
-use crate::stream::Item;
+use crate::stream::{is_bridgeable, Bridged, Item, ServerRequest};
 use crate::{UpstreamError, UpstreamEvent};
 use junction_protocol::jsonrpc::{Id, RpcError};
 
@@ -25,7 +25,7 @@ const MAX_STDERR_LINE: usize = 8 * 1024;
 const EVENTS_PER_REQUEST: usize = 256;
 
 struct Pending {
-    events: mpsc::Sender<UpstreamEvent>,
+    events: mpsc::Sender<Bridged>,
     done: oneshot::Sender<Item>,
     token: Option<String>,
 }
@@ -50,7 +50,7 @@ pub(crate) struct Proc {
 
 /// The receiving side of one request.
 pub(crate) struct StdioRx {
-    events: mpsc::Receiver<UpstreamEvent>,
+    events: mpsc::Receiver<Bridged>,
     done: Option<oneshot::Receiver<Item>>,
     stashed: Option<Item>,
 }
@@ -369,8 +369,13 @@ fn handle_line(
             params,
             raw,
         } => route_notification(routes, &method, params, raw, upstream),
-        Incoming::ServerRequest { id, method } => {
-            let mut line = envelope::answer_server_request(&id, &method);
+        Incoming::ServerRequest { id, method, params } => {
+            let request = ServerRequest { id, method, params };
+            let Some(request) = route_server_request(routes, request) else {
+                return;
+            };
+            let mut line = envelope::answer_server_request(&request.id, &request.method);
+            let method = request.method;
             line.push(b'\n');
             if writer.try_send(line).is_err() {
                 tracing::debug!(upstream, method, "could not answer a server request");
@@ -405,7 +410,30 @@ fn finish(
         Ok(result) => UpstreamEvent::Result(result),
         Err(error) => UpstreamEvent::Error(error),
     };
-    let _ = p.done.send(Ok(event));
+    let _ = p.done.send(Ok(Bridged::Event(event)));
+}
+
+/// A server request on stdio names no request of ours. With exactly one call
+/// in flight it can only belong to that call, which may relay it to its
+/// client; otherwise (and for `ping`) it comes back to be answered here.
+fn route_server_request(
+    routes: &Mutex<RoutesInner>,
+    request: ServerRequest,
+) -> Option<ServerRequest> {
+    if !is_bridgeable(&request.method) {
+        return Some(request);
+    }
+    let routes = lock(routes);
+    let mut pending = routes.pending.values();
+    match (pending.next(), pending.next()) {
+        (Some(p), None) => match p.events.try_send(Bridged::ServerRequest(request)) {
+            Ok(()) => None,
+            Err(mpsc::error::TrySendError::Full(Bridged::ServerRequest(r)))
+            | Err(mpsc::error::TrySendError::Closed(Bridged::ServerRequest(r))) => Some(r),
+            Err(_) => None,
+        },
+        _ => Some(request),
+    }
 }
 
 fn route_notification(
@@ -436,7 +464,7 @@ fn route_notification(
     match target.and_then(|id| routes.pending.get(&id)) {
         Some(p) => {
             if p.events
-                .try_send(UpstreamEvent::Notification(event))
+                .try_send(Bridged::Event(UpstreamEvent::Notification(event)))
                 .is_err()
             {
                 tracing::debug!(
