@@ -7,8 +7,22 @@ use serde_json::{json, Value};
 use crate::state::State;
 
 /// The `capabilities` object of `server/discover` and `initialize`.
-pub fn advertised(_state: &State) -> Value {
-    json!({"tools": {"listChanged": false}, "prompts": {}, "resources": {}})
+///
+/// List changes of every kind reach clients through the change hub (modern
+/// `subscriptions/listen`, handshake-era GET stream), from upstream notices and
+/// from reloads. Resource updates need an upstream that can deliver them
+/// outside a request (HTTP; stdio upstreams only send list changes there), so
+/// `subscribe` is advertised only when some upstream is one.
+pub fn advertised(state: &State) -> Value {
+    let subscribe = state
+        .upstreams
+        .values()
+        .any(|u| u.client.can_watch_resources());
+    json!({
+        "tools": {"listChanged": true},
+        "prompts": {"listChanged": true},
+        "resources": {"listChanged": true, "subscribe": subscribe},
+    })
 }
 
 /// Instructions shown to clients of both eras.

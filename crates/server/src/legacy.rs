@@ -45,6 +45,9 @@ pub async fn dispatch(
         "resources/list" => resources::list(cx, id, params.as_ref(), &client).await,
         "resources/templates/list" => resources::templates(cx, id, params.as_ref(), &client).await,
         "resources/read" => resources::read(cx, id, params, &client).await,
+        "resources/subscribe" | "resources/unsubscribe" => {
+            crate::listen::legacy_subscription(cx, id, method, params.as_ref()).await
+        }
         other => Err(GatewayError::LegacyMethodNotFound(other.to_owned())),
     }
 }

@@ -9,15 +9,18 @@
 //! before checking it against the body.
 
 mod caps;
+mod conn_guard;
 mod envelope;
 mod error;
 mod forward;
 mod legacy;
 mod list_cache;
+mod listen;
 mod listener;
 mod mcp;
 mod merged;
 mod modern;
+mod notify;
 mod prompts;
 mod reload;
 mod resources;

@@ -71,3 +71,17 @@ pub(crate) fn put(u: &UpstreamEntry, method: &str, listed: &Listed) {
         );
     }
 }
+
+/// Marks the upstream's cached `methods` lists out of date (its list changed);
+/// they stay as the last good lists in case the next fetch fails.
+pub(crate) fn invalidate(upstream: &str, methods: &[&str]) {
+    let Ok(mut all) = cache().lock() else {
+        return;
+    };
+    let now = Instant::now();
+    for ((id, _, method), c) in all.iter_mut() {
+        if id == upstream && methods.contains(&method.as_str()) {
+            c.fresh_until = now;
+        }
+    }
+}

@@ -71,6 +71,7 @@ pub async fn handle(
     req: Request<Incoming>,
 ) -> Response<Body> {
     let started = Instant::now();
+    state.hub.attach(&state);
     let (parts, body) = req.into_parts();
     let mut cx = Cx::new(&state, &route, &parts.headers);
     if let Some(peer) = parts.extensions.get::<crate::listener::Peer>() {
@@ -184,6 +185,12 @@ async fn edge_and_dispatch(
         return legacy::delete_session(cx)
             .map(|r| ("delete", r))
             .map_err(|e| ("delete", None, e));
+    }
+    if method == Method::GET {
+        return crate::listen::legacy_get(cx)
+            .await
+            .map(|r| ("get", r))
+            .map_err(|e| ("get", None, e));
     }
     if method != Method::POST {
         return Err((

@@ -41,6 +41,7 @@ pub async fn dispatch(
         "resources/list" => resources::list(cx, id, params.as_ref(), &client).await,
         "resources/templates/list" => resources::templates(cx, id, params.as_ref(), &client).await,
         "resources/read" => resources::read(cx, id, params, &client).await,
+        "subscriptions/listen" => crate::listen::listen(cx, id, params.as_ref()).await,
         other => Err(GatewayError::MethodNotFound(other.to_owned())),
     }
 }

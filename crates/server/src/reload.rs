@@ -17,7 +17,7 @@ use crate::state::State;
 
 /// How often the file is looked at (Kubernetes swaps ConfigMap files through a
 /// symlink, which inotify-style watching misses; reading is cheap).
-const POLL: Duration = Duration::from_secs(2);
+const POLL: Duration = Duration::from_secs(1);
 
 fn digest(path: &Path) -> Option<[u8; 32]> {
     std::fs::read(path).ok().map(|b| Sha256::digest(&b).into())
@@ -93,6 +93,9 @@ pub async fn reload(shared: &Shared, path: &Path) -> bool {
             let state = Arc::new(state);
             shared.state.store(state.clone());
             shared.tls.store(tls.map(Arc::new));
+            // The reload is the event: clients see list_changed for whatever
+            // the new config changed in their view, without waiting for a poll.
+            state.hub.reloaded(&state);
             metrics
                 .config_reloads_total
                 .with_label_values(&["success"])

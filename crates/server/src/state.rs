@@ -74,6 +74,8 @@ pub struct State {
     /// Present when `auth` is configured: every MCP request must authenticate.
     pub auth: Option<Auth>,
     pub rate_limiter: Option<junction_policy::RateLimiter>,
+    /// Open change streams; carried over by every reload.
+    pub hub: Arc<crate::notify::Hub>,
 }
 
 pub struct Auth {
@@ -243,6 +245,7 @@ impl State {
                 }
             })?),
         };
+        let hub = previous.map_or_else(crate::notify::Hub::new, |p| p.hub.clone());
         Ok(State {
             config,
             upstreams,
@@ -252,6 +255,7 @@ impl State {
             metrics,
             auth,
             rate_limiter,
+            hub,
         })
     }
 

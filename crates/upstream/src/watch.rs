@@ -285,6 +285,9 @@ async fn relay(
     events: &broadcast::Sender<Change>,
     started: tokio::time::Instant,
 ) -> Ended {
+    // While no stream was open, notices had nowhere to go: whoever listens
+    // must look again (this also covers every reconnect).
+    let _ = events.send(Change::Missed);
     loop {
         let item = tokio::select! {
             item = stream.next() => item,

@@ -1,0 +1,523 @@
+//! The change hub: every open change stream (modern `subscriptions/listen`,
+//! handshake-era GET) with a digest of the lists its client saw last.
+//!
+//! Upstream changes (`Upstream::changes()`, fed by the standing upstream
+//! streams) invalidate that upstream's cached lists and wake one diff task; a
+//! reload wakes it too. The diff recomputes what each subscriber sees (route
+//! include/exclude, then its authorization) and sends `list_changed` only for
+//! the lists that really changed for it. Resource updates go to the streams
+//! that asked for that URI of that upstream.
+//!
+//! Per process: each replica fans in on its own; nothing here is shared or
+//! survives a restart (a client reconnects and lists again). Every stream has a
+//! bounded buffer: a client that stops reading is disconnected.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use bytes::Bytes;
+use http::HeaderMap;
+use junction_protocol::jsonrpc::{notification_bytes, result_bytes, Id};
+use junction_protocol::meta;
+use junction_upstream::Change;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, Notify};
+use tokio_util::sync::CancellationToken;
+
+use crate::mcp::Cx;
+use crate::response::sse_event;
+use crate::state::{RouteState, State};
+
+/// SSE keep-alive comment interval on change streams.
+pub const KEEPALIVE: Duration = Duration::from_secs(15);
+/// Messages a stream may have queued before its client counts as gone.
+const STREAM_BUFFER: usize = 64;
+/// Open change streams per process.
+pub const MAX_SUBSCRIBERS: usize = 10_000;
+/// Changes arriving this close together are diffed once.
+const COALESCE: Duration = Duration::from_millis(50);
+
+/// What a stream asked for (modern) or always gets (handshake era).
+#[derive(Clone, Debug, Default)]
+pub struct Wants {
+    pub tools: bool,
+    pub prompts: bool,
+    pub resources: bool,
+    /// Downstream URI → owning upstream (modern `resourceSubscriptions`).
+    pub uris: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Tag {
+    /// The listen request's id: the subscriptionId of every message.
+    Modern(Id),
+    /// Handshake era: the session key whose `resources/subscribe` set applies.
+    Legacy { session: String },
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Digests {
+    tools: Option<u64>,
+    prompts: Option<u64>,
+    resources: Option<u64>,
+}
+
+pub struct Subscriber {
+    id: u64,
+    route: String,
+    identity: Option<junction_policy::Principal>,
+    principal: String,
+    wants: Wants,
+    tag: Tag,
+    tx: mpsc::Sender<Bytes>,
+    cancel: CancellationToken,
+    last: Mutex<Digests>,
+}
+
+/// Handshake-era `resources/subscribe` sets, per (route, session key).
+pub(crate) struct SessionUris {
+    pub uris: BTreeMap<String, String>,
+    pub expires: tokio::time::Instant,
+}
+
+#[derive(Default)]
+pub struct Hub {
+    subs: Mutex<HashMap<u64, Arc<Subscriber>>>,
+    next_id: AtomicU64,
+    current: ArcSwapOption<Weak<State>>,
+    wake: Notify,
+    started: AtomicBool,
+    /// Upstream clients (by address) whose changes are being listened to.
+    watched: Mutex<HashSet<usize>>,
+    pub(crate) sessions: Mutex<HashMap<(String, String), SessionUris>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Hub {
+    pub fn new() -> Arc<Hub> {
+        Arc::new(Hub::default())
+    }
+
+    /// Makes `state` the one diffs run against (cheap when it already is).
+    pub fn attach(&self, state: &Arc<State>) {
+        let same = self
+            .current
+            .load()
+            .as_ref()
+            .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(state)));
+        if !same {
+            self.current.store(Some(Arc::new(Arc::downgrade(state))));
+        }
+    }
+
+    fn state(&self) -> Option<Arc<State>> {
+        self.current.load().as_ref().and_then(|w| w.upgrade())
+    }
+
+    pub fn open_streams(&self) -> usize {
+        lock(&self.subs).len()
+    }
+
+    /// Registers a stream for the caller of `cx` and returns its receiver,
+    /// `greeting` (the acknowledgement) queued first; `None` when the process
+    /// already holds `MAX_SUBSCRIBERS` streams.
+    /// The digests of what it sees now are taken first, so the next change is
+    /// measured against them.
+    pub async fn subscribe(
+        self: &Arc<Self>,
+        cx: &Cx<'_>,
+        wants: Wants,
+        tag: Tag,
+        greeting: Option<Bytes>,
+    ) -> Option<(Arc<Subscriber>, mpsc::Receiver<Bytes>)> {
+        if self.open_streams() >= MAX_SUBSCRIBERS {
+            return None;
+        }
+        self.start();
+        self.watch_route(cx.state, cx.route);
+        let first = visible(cx, &wants).await;
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        if let Some(g) = greeting {
+            // Before the stream is registered: nothing can precede it.
+            let _ = tx.try_send(g);
+        }
+        let sub = Arc::new(Subscriber {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            route: cx.route.path.clone(),
+            identity: cx.identity.clone(),
+            principal: cx.principal.clone(),
+            wants,
+            tag,
+            tx,
+            cancel: CancellationToken::new(),
+            last: Mutex::new(first),
+        });
+        lock(&self.subs).insert(sub.id, sub.clone());
+        let kind = match sub.tag {
+            Tag::Modern(_) => "listen",
+            Tag::Legacy { .. } => "get",
+        };
+        cx.state
+            .metrics
+            .open_streams
+            .with_label_values(&[kind])
+            .inc();
+        self.refresh_resource_watch(cx.state);
+        tokio::spawn(keep_alive(Arc::downgrade(self), sub.clone(), kind));
+        Some((sub, rx))
+    }
+
+    /// Queues one message; a full buffer disconnects the stream.
+    pub fn send(&self, sub: &Subscriber, message: Bytes) {
+        match sub.tx.try_send(message) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                tracing::info!(route = %sub.route, "change stream client is not reading; disconnecting it");
+                self.remove(sub.id);
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => self.remove(sub.id),
+        }
+    }
+
+    fn remove(&self, id: u64) {
+        let gone = lock(&self.subs).remove(&id);
+        if let Some(sub) = gone {
+            sub.cancel.cancel();
+            if let Some(state) = self.state() {
+                self.refresh_resource_watch(&state);
+            }
+        }
+    }
+
+    /// Ends a stream gracefully: modern streams get the listen response.
+    fn finish(&self, sub: &Subscriber) {
+        if let Tag::Modern(id) = &sub.tag {
+            let result = json!({"resultType": "complete", "_meta": {(meta::SUBSCRIPTION_ID): id}});
+            if let Ok(raw) = serde_json::value::to_raw_value(&result) {
+                let _ = sub.tx.try_send(sse_event(&result_bytes(id, &raw)));
+            }
+        }
+        self.remove(sub.id);
+    }
+
+    /// Ends every stream gracefully (gateway shutdown).
+    pub fn close_all(&self) {
+        let all: Vec<Arc<Subscriber>> = lock(&self.subs).values().cloned().collect();
+        for sub in all {
+            self.finish(&sub);
+        }
+    }
+
+    /// A reload swapped `state` in: watch its upstreams and diff at once.
+    pub fn reloaded(self: &Arc<Self>, state: &Arc<State>) {
+        self.attach(state);
+        let routes: HashSet<String> = lock(&self.subs).values().map(|s| s.route.clone()).collect();
+        for path in routes {
+            if let Some(route) = state.routes.get(&path) {
+                self.watch_route(state, route);
+            }
+        }
+        self.refresh_resource_watch(state);
+        self.wake.notify_one();
+    }
+
+    fn start(self: &Arc<Self>) {
+        if self.started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let hub = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                let Some(h) = hub.upgrade() else { return };
+                let wake = async { h.wake.notified().await };
+                wake.await;
+                tokio::time::sleep(COALESCE).await;
+                if let Some(state) = h.state() {
+                    h.diff_all(&state).await;
+                }
+            }
+        });
+        // The listener drains connections gracefully on these signals; listen
+        // streams never end on their own, so end them first (with their
+        // final response) instead of holding shutdown for the grace period.
+        let hub = Arc::downgrade(self);
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            if let Some(h) = hub.upgrade() {
+                h.close_all();
+            }
+        });
+    }
+
+    /// Listens to the changes of every upstream client of the route (once per client).
+    fn watch_route(self: &Arc<Self>, state: &State, route: &RouteState) {
+        for entry in route
+            .upstreams
+            .iter()
+            .filter_map(|u| state.upstreams.get(u))
+        {
+            let key = Arc::as_ptr(&entry.client) as usize;
+            if !lock(&self.watched).insert(key) {
+                continue;
+            }
+            let mut changes = entry.client.changes();
+            entry.client.start_watching();
+            let hub = Arc::downgrade(self);
+            let upstream = entry.id.clone();
+            tokio::spawn(async move {
+                while let Some(change) = changes.recv().await {
+                    let Some(h) = hub.upgrade() else { return };
+                    h.on_change(&upstream, change);
+                }
+                if let Some(h) = hub.upgrade() {
+                    lock(&h.watched).remove(&key);
+                }
+            });
+        }
+    }
+
+    fn on_change(&self, upstream: &str, change: Change) {
+        let Some(state) = self.state() else { return };
+        tracing::debug!(upstream, ?change, "upstream change");
+        const PROMPTS: &[&str] = &["prompts/list"];
+        const RESOURCES: &[&str] = &["resources/list", "resources/templates/list"];
+        match change {
+            Change::ResourceUpdated { uri } => return self.resource_updated(upstream, &uri),
+            Change::ToolsListChanged => state.cache.invalidate(upstream),
+            Change::PromptsListChanged => crate::list_cache::invalidate(upstream, PROMPTS),
+            Change::ResourcesListChanged => crate::list_cache::invalidate(upstream, RESOURCES),
+            Change::Missed => {
+                state.cache.invalidate(upstream);
+                crate::list_cache::invalidate(upstream, PROMPTS);
+                crate::list_cache::invalidate(upstream, RESOURCES);
+            }
+        }
+        self.wake.notify_one();
+    }
+
+    fn resource_updated(&self, upstream: &str, uri: &str) {
+        let subs: Vec<Arc<Subscriber>> = lock(&self.subs).values().cloned().collect();
+        let now = tokio::time::Instant::now();
+        for sub in subs {
+            let wanted = match &sub.tag {
+                Tag::Modern(_) => sub.wants.uris.get(uri).is_some_and(|u| u == upstream),
+                Tag::Legacy { session } => lock(&self.sessions)
+                    .get(&(sub.route.clone(), session.clone()))
+                    .filter(|s| s.expires > now)
+                    .and_then(|s| s.uris.get(uri))
+                    .is_some_and(|u| u == upstream),
+            };
+            if wanted {
+                let msg = message(&sub.tag, "notifications/resources/updated", Some(uri));
+                self.send(&sub, msg);
+            }
+        }
+    }
+
+    /// Tells each upstream which of its URIs some stream wants updates for.
+    pub(crate) fn refresh_resource_watch(&self, state: &State) {
+        let mut per_upstream: HashMap<String, BTreeSet<String>> = HashMap::new();
+        for sub in lock(&self.subs).values() {
+            for (uri, up) in &sub.wants.uris {
+                per_upstream
+                    .entry(up.clone())
+                    .or_default()
+                    .insert(uri.clone());
+            }
+        }
+        let now = tokio::time::Instant::now();
+        {
+            let mut sessions = lock(&self.sessions);
+            sessions.retain(|_, s| s.expires > now);
+            let live: HashSet<(String, String)> = lock(&self.subs)
+                .values()
+                .filter_map(|s| match &s.tag {
+                    Tag::Legacy { session } => Some((s.route.clone(), session.clone())),
+                    Tag::Modern(_) => None,
+                })
+                .collect();
+            for (key, s) in sessions.iter() {
+                if !live.contains(key) {
+                    continue;
+                }
+                for (uri, up) in &s.uris {
+                    per_upstream
+                        .entry(up.clone())
+                        .or_default()
+                        .insert(uri.clone());
+                }
+            }
+        }
+        for entry in state.upstreams.values() {
+            let uris = per_upstream.remove(&entry.id).unwrap_or_default();
+            entry.client.watch_resources(uris);
+        }
+    }
+
+    async fn diff_all(&self, state: &State) {
+        let subs: Vec<Arc<Subscriber>> = lock(&self.subs).values().cloned().collect();
+        let mut seen: HashMap<String, Digests> = HashMap::new();
+        let headers = HeaderMap::new();
+        for sub in subs {
+            let Some(route) = state.routes.get(&sub.route) else {
+                // The route is gone with the reload: its streams end.
+                self.finish(&sub);
+                continue;
+            };
+            let scopes = sub.identity.as_ref().map(|p| p.scopes.join(" "));
+            let w = &sub.wants;
+            let key = format!(
+                "{}|{}|{:?}|{}{}{}",
+                sub.route, sub.principal, scopes, w.tools, w.prompts, w.resources
+            );
+            let now = match seen.get(&key) {
+                Some(d) => *d,
+                None => {
+                    let mut cx = Cx::new(state, route, &headers);
+                    cx.principal = sub.principal.clone();
+                    cx.identity = sub.identity.clone();
+                    let d = visible(&cx, w).await;
+                    seen.insert(key, d);
+                    d
+                }
+            };
+            let before = std::mem::replace(&mut *lock(&sub.last), now);
+            let kinds = [
+                (
+                    now.tools != before.tools,
+                    "notifications/tools/list_changed",
+                ),
+                (
+                    now.prompts != before.prompts,
+                    "notifications/prompts/list_changed",
+                ),
+                (
+                    now.resources != before.resources,
+                    "notifications/resources/list_changed",
+                ),
+            ];
+            for (changed, method) in kinds {
+                if changed {
+                    self.send(&sub, message(&sub.tag, method, None));
+                }
+            }
+        }
+    }
+}
+
+/// One notification for a stream: modern ones carry the subscriptionId.
+pub fn message(tag: &Tag, method: &str, uri: Option<&str>) -> Bytes {
+    let mut params = serde_json::Map::new();
+    if let Some(u) = uri {
+        params.insert("uri".into(), Value::String(u.to_owned()));
+    }
+    if let Tag::Modern(id) = tag {
+        params.insert("_meta".into(), json!({(meta::SUBSCRIPTION_ID): id}));
+    }
+    let bytes = if params.is_empty() {
+        format!("{{\"jsonrpc\":\"2.0\",\"method\":{}}}", json!(method)).into_bytes()
+    } else {
+        let raw = serde_json::value::to_raw_value(&Value::Object(params)).unwrap_or_default();
+        notification_bytes(method, &raw)
+    };
+    sse_event(&bytes)
+}
+
+/// Digests of the lists the caller of `cx` sees, for the kinds it wants.
+async fn visible(cx: &Cx<'_>, w: &Wants) -> Digests {
+    let mut d = Digests::default();
+    if w.tools {
+        let catalog = crate::tools::route_catalog(cx).await;
+        let mut h = DefaultHasher::new();
+        let grant = match (&cx.state.auth, &cx.identity) {
+            (Some(auth), Some(p)) => Some((auth, p)),
+            _ => None,
+        };
+        for t in &catalog.tools {
+            if grant.is_none_or(|(a, p)| a.authorizer.allows(p, &t.exposed)) {
+                t.exposed.hash(&mut h);
+                t.definition.get().hash(&mut h);
+            }
+        }
+        d.tools = Some(h.finish());
+    }
+    if w.prompts {
+        d.prompts = Some(fanned_digest(cx, &[("prompts/list", "prompts")]).await);
+    }
+    if w.resources {
+        let methods = [
+            ("resources/list", "resources"),
+            ("resources/templates/list", "resourceTemplates"),
+        ];
+        d.resources = Some(fanned_digest(cx, &methods).await);
+    }
+    d
+}
+
+async fn fanned_digest(cx: &Cx<'_>, methods: &[(&str, &str)]) -> u64 {
+    let mut h = DefaultHasher::new();
+    for (method, key) in methods {
+        let fanned = crate::forward::fan_out(cx, method, key).await;
+        for c in &fanned.contributions {
+            c.upstream.hash(&mut h);
+            for item in &c.items {
+                item.to_string().hash(&mut h);
+            }
+        }
+    }
+    h.finish()
+}
+
+/// Keep-alive comments; ends (and unregisters) the stream when the client
+/// left, stopped reading, or the hub ended it.
+async fn keep_alive(hub: Weak<Hub>, sub: Arc<Subscriber>, kind: &'static str) {
+    let mut tick = tokio::time::interval(KEEPALIVE);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = sub.cancel.cancelled() => break,
+            _ = sub.tx.closed() => break,
+            _ = tick.tick() => {
+                if sub.tx.try_send(Bytes::from_static(b": keep-alive\n\n")).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(h) = hub.upgrade() {
+        h.remove(sub.id);
+        if let Some(state) = h.state() {
+            state.metrics.open_streams.with_label_values(&[kind]).dec();
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+        match term {
+            Ok(mut t) => {
+                tokio::select! {
+                    _ = t.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

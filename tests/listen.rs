@@ -1,0 +1,385 @@
+//! Change notifications through the gateway, end to end: a modern client's
+//! `subscriptions/listen` stream and a handshake-era client's GET stream get
+//! `list_changed` when an upstream changes its tools (modern upstream via its
+//! listen stream, handshake-era upstream via its GET stream) and after a config
+//! reload, only when what they see changed; resource updates reach the
+//! subscribers of that URI.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use junction_testkit::sse::SseParser;
+use junction_testkit::{
+    spawn_gateway, Gateway, MockSpec, MockTool, MockUpstream, TestClient, TestStream,
+};
+use serde_json::{json, Value};
+
+const SUB: &str = "io.modelcontextprotocol/subscriptionId";
+/// Upper bound for anything to arrive (a hung gateway fails, a slow one does not).
+const WAIT: Duration = Duration::from_secs(10);
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_junction"))
+}
+
+fn config(alpha: &str, beta: &str, extra_route: &str) -> String {
+    format!(
+        r#"
+server:
+  listen: 127.0.0.1:0
+upstreams:
+  - id: alpha
+    url: {alpha}
+  - id: beta
+    url: {beta}
+routes:
+  - path: /mcp
+{extra_route}
+  - path: /solo
+    upstreams: [alpha]
+    prefix: never
+  - path: /legacy-solo
+    upstreams: [beta]
+    prefix: never
+"#
+    )
+}
+
+struct World {
+    alpha: MockUpstream,
+    beta: MockUpstream,
+    gw: Gateway,
+}
+
+async fn world() -> World {
+    let alpha = MockUpstream::start(MockSpec::modern("alpha", vec![MockTool::echo("echo")])).await;
+    let beta = MockUpstream::start(MockSpec::legacy("beta", vec![MockTool::echo("echo")])).await;
+    let gw = spawn_gateway(bin(), &config(&alpha.url, &beta.url, "")).await;
+    World { alpha, beta, gw }
+}
+
+async fn listen(client: &TestClient, filter: Value) -> TestStream {
+    client
+        .stream(
+            "subscriptions/listen",
+            json!({"notifications": filter}),
+            vec![],
+        )
+        .await
+}
+
+/// The next message that is not a keep-alive (those are SSE comments, never messages).
+async fn next(s: &mut TestStream) -> Value {
+    s.next(WAIT).await.expect("a message on the change stream")
+}
+
+fn tool_names(r: &Value) -> Vec<String> {
+    r["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn modern_listen_gets_ack_then_list_changed_from_both_upstream_eras_and_reloads() {
+    let w = world().await;
+    let client = TestClient::modern(&w.gw.url("/mcp"));
+    assert!(
+        tool_names(client.request("tools/list", json!({})).await.result())
+            .contains(&"alpha__echo".to_owned())
+    );
+    let mut s = listen(&client, json!({"toolsListChanged": true})).await;
+    assert_eq!(s.status, 200);
+    assert!(s
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/event-stream"));
+    assert_eq!(s.header("x-accel-buffering"), Some("no"));
+    let ack = next(&mut s).await;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"toolsListChanged": true})
+    );
+    let sub = ack["params"]["_meta"][SUB].clone();
+    assert!(
+        sub.is_i64(),
+        "subscriptionId is the listen request's id: {ack}"
+    );
+
+    // Modern upstream: its own listen stream carries the change.
+    w.alpha
+        .set_tools(vec![MockTool::echo("echo"), MockTool::echo("added")]);
+    let m = next(&mut s).await;
+    assert_eq!(m["method"], "notifications/tools/list_changed", "{m}");
+    assert_eq!(m["params"]["_meta"][SUB], sub);
+    let names = tool_names(client.request("tools/list", json!({})).await.result());
+    assert!(names.contains(&"alpha__added".to_owned()), "{names:?}");
+
+    // Handshake-era upstream: its session's GET stream carries the change.
+    w.beta
+        .set_tools(vec![MockTool::echo("echo"), MockTool::echo("fresh")]);
+    let m = next(&mut s).await;
+    assert_eq!(m["method"], "notifications/tools/list_changed", "{m}");
+    let names = tool_names(client.request("tools/list", json!({})).await.result());
+    assert!(names.contains(&"beta__fresh".to_owned()), "{names:?}");
+
+    // A reload that hides a tool is a change of what this client sees.
+    std::fs::write(
+        w.gw.config_path(),
+        config(&w.alpha.url, &w.beta.url, "    exclude: [\"alpha__added\"]"),
+    )
+    .unwrap();
+    let m = next(&mut s).await;
+    assert_eq!(m["method"], "notifications/tools/list_changed", "{m}");
+    let names = tool_names(client.request("tools/list", json!({})).await.result());
+    assert!(!names.contains(&"alpha__added".to_owned()), "{names:?}");
+}
+
+#[tokio::test]
+async fn only_requested_types_and_only_real_changes_are_sent() {
+    let w = world().await;
+    let client = TestClient::modern(&w.gw.url("/mcp"));
+    let mut prompts_only = listen(&client, json!({"promptsListChanged": true})).await;
+    let ack = next(&mut prompts_only).await;
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"promptsListChanged": true})
+    );
+    let mut tools = listen(&client, json!({"toolsListChanged": true})).await;
+    next(&mut tools).await;
+
+    // The upstream announces a change that changes nothing: no one hears of it.
+    w.alpha.announce_list_changed("tools");
+    // A real change: the tools stream hears of it, the prompts stream never does.
+    w.alpha
+        .set_tools(vec![MockTool::echo("echo"), MockTool::echo("added")]);
+    let m = next(&mut tools).await;
+    assert_eq!(m["method"], "notifications/tools/list_changed");
+    assert_eq!(
+        tools.next(Duration::from_millis(500)).await,
+        None,
+        "one change, one notice"
+    );
+    assert_eq!(prompts_only.next(Duration::from_millis(500)).await, None);
+}
+
+#[tokio::test]
+async fn route_removed_by_reload_ends_listen_with_its_response() {
+    let w = world().await;
+    let client = TestClient::modern(&w.gw.url("/solo"));
+    let mut s = listen(&client, json!({"toolsListChanged": true})).await;
+    let sub = next(&mut s).await["params"]["_meta"][SUB].clone();
+    let yaml = config(&w.alpha.url, &w.beta.url, "").replace(
+        "  - path: /solo\n    upstreams: [alpha]\n    prefix: never\n",
+        "",
+    );
+    std::fs::write(w.gw.config_path(), yaml).unwrap();
+    let end = next(&mut s).await;
+    assert_eq!(end["id"], sub, "{end}");
+    assert_eq!(end["result"]["resultType"], "complete");
+    assert_eq!(end["result"]["_meta"][SUB], sub);
+    assert_eq!(
+        s.next(WAIT).await,
+        None,
+        "the stream closes after the response"
+    );
+}
+
+#[tokio::test]
+async fn bad_listen_params_are_invalid_params() {
+    let w = world().await;
+    let client = TestClient::modern(&w.gw.url("/mcp"));
+    for params in [
+        json!({}),
+        json!({"notifications": true}),
+        json!({"notifications": {"toolsListChanged": "yes"}}),
+        json!({"notifications": {"resourceSubscriptions": [1]}}),
+        json!({"notifications": {"resourceSubscriptions": "mock://alpha/readme"}}),
+    ] {
+        let r = client.request("subscriptions/listen", params.clone()).await;
+        assert_eq!(r.error_code(), Some(-32602), "{params}: {}", r.text());
+    }
+}
+
+#[tokio::test]
+async fn resource_subscriptions_deliver_resources_updated() {
+    let w = world().await;
+    let client = TestClient::modern(&w.gw.url("/solo"));
+    let uri = "mock://alpha/readme";
+    let mut s = listen(
+        &client,
+        json!({"resourceSubscriptions": [uri, "mock://nowhere/x"]}),
+    )
+    .await;
+    let ack = next(&mut s).await;
+    // A one-upstream route sends every URI to that upstream.
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!(["mock://alpha/readme", "mock://nowhere/x"])
+    );
+    let sub = ack["params"]["_meta"][SUB].clone();
+    wait_until(|| w.alpha.subscribed_uris().contains(uri)).await;
+    w.alpha.touch_resource(uri);
+    let m = next(&mut s).await;
+    assert_eq!(m["method"], "notifications/resources/updated", "{m}");
+    assert_eq!(m["params"]["uri"], uri);
+    assert_eq!(m["params"]["_meta"][SUB], sub);
+}
+
+async fn wait_until(f: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !f() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition never held"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A GET stream of a handshake-era session, read message by message.
+struct GetStream {
+    status: u16,
+    body: Option<hyper::body::Incoming>,
+    parser: SseParser,
+    queue: std::collections::VecDeque<Value>,
+}
+
+async fn get(url: &str, headers: &[(&str, &str)]) -> GetStream {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Empty<Bytes>>();
+    let mut b = hyper::Request::builder()
+        .method("GET")
+        .uri(url)
+        .header("accept", "text/event-stream");
+    for (n, v) in headers {
+        b = b.header(*n, *v);
+    }
+    let resp = tokio::time::timeout(WAIT, client.request(b.body(Empty::new()).unwrap()))
+        .await
+        .unwrap()
+        .unwrap();
+    GetStream {
+        status: resp.status().as_u16(),
+        body: Some(resp.into_body()),
+        parser: SseParser::default(),
+        queue: Default::default(),
+    }
+}
+
+impl GetStream {
+    async fn next(&mut self, wait: Duration) -> Option<Value> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(m) = self.queue.pop_front() {
+                return Some(m);
+            }
+            let body = self.body.as_mut()?;
+            match tokio::time::timeout_at(deadline, body.frame()).await.ok()? {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        for d in self.parser.push(&data) {
+                            if let Ok(v) = serde_json::from_str(&d) {
+                                self.queue.push_back(v);
+                            }
+                        }
+                    }
+                }
+                _ => self.body = None,
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn legacy_get_stream_gets_list_changed_and_resource_updates() {
+    let w = world().await;
+    let url = w.gw.url("/mcp");
+    assert_eq!(
+        get(&url, &[]).await.status,
+        405,
+        "GET without a session is a modern request"
+    );
+    assert_eq!(
+        get(&url, &[("mcp-protocol-version", "2025-11-25")])
+            .await
+            .status,
+        400
+    );
+    assert_eq!(
+        get(
+            &url,
+            &[
+                ("mcp-session-id", "forged"),
+                ("mcp-protocol-version", "2025-11-25")
+            ]
+        )
+        .await
+        .status,
+        404
+    );
+    let client = TestClient::legacy(&url, "2025-11-25");
+    let init = client.initialize().await;
+    assert_eq!(
+        init.result()["capabilities"]["tools"]["listChanged"],
+        json!(true)
+    );
+    let sid = client.session_id().unwrap();
+    let mut s = get(
+        &url,
+        &[
+            ("mcp-session-id", &sid),
+            ("mcp-protocol-version", "2025-11-25"),
+        ],
+    )
+    .await;
+    assert_eq!(s.status, 200);
+    w.alpha
+        .set_tools(vec![MockTool::echo("echo"), MockTool::echo("added")]);
+    let m = s.next(WAIT).await.expect("list_changed on the GET stream");
+    assert_eq!(
+        m,
+        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    );
+
+    // resources/subscribe on a route whose only upstream is handshake-era.
+    let solo = TestClient::legacy(&w.gw.url("/legacy-solo"), "2025-11-25");
+    solo.initialize().await;
+    let uri = "mock://beta/readme";
+    let r = solo
+        .request("resources/subscribe", json!({"uri": uri}))
+        .await;
+    assert_eq!(r.result(), &json!({}), "{}", r.text());
+    let sid = solo.session_id().unwrap();
+    let mut s = get(
+        &w.gw.url("/legacy-solo"),
+        &[
+            ("mcp-session-id", &sid),
+            ("mcp-protocol-version", "2025-11-25"),
+        ],
+    )
+    .await;
+    assert_eq!(s.status, 200);
+    wait_until(|| w.beta.subscribed_uris().contains(uri)).await;
+    w.beta.touch_resource(uri);
+    let m = s
+        .next(WAIT)
+        .await
+        .expect("resources/updated on the GET stream");
+    assert_eq!(
+        m,
+        json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}})
+    );
+    let r = solo
+        .request("resources/unsubscribe", json!({"uri": uri}))
+        .await;
+    assert_eq!(r.result(), &json!({}));
+    wait_until(|| !w.beta.subscribed_uris().contains(uri)).await;
+}
