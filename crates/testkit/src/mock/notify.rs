@@ -89,15 +89,8 @@ pub(crate) fn get_stream(shared: &Shared, req: &Req) -> Reply {
         .header("mcp-session-id")
         .map(|sid| lock(&shared.sessions).contains_key(sid));
     match known {
-        None => Reply::json(
-            400,
-            error_body(
-                &Value::Null,
-                -32600,
-                "Bad Request: Missing session ID",
-                None,
-            ),
-        ),
+        // No session: not a GET this server knows (its older tests expect 405).
+        None => Reply::Empty { status: 405 },
         Some(false) => Reply::json(
             404,
             error_body(&Value::Null, -32600, "Session not found", None),
