@@ -112,7 +112,7 @@ async fn a_client_that_never_reads_its_stream_is_bounded_then_disconnected() {
         .on_methods(&["tools/call"]);
     let good = MockUpstream::start(MockSpec::modern("good", vec![MockTool::echo("echo")])).await;
     let yaml = format!(
-        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: flood, url: {}, timeout: 3s}}\n  - {{id: good, url: {}}}\n",
+        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: flood, url: {}, timeout: 3s}}\n  - {{id: good, url: {}}}\nlimits: {{idle_timeout: 4s}}\n",
         flood.url, good.url
     );
     let gw = spawn_gateway(bin(), &yaml).await;
@@ -155,8 +155,10 @@ async fn a_client_that_never_reads_its_stream_is_bounded_then_disconnected() {
         peak < before + 32 * 1024,
         "a stalled reader must not make the gateway buffer the flood: RSS {before} KiB → {peak} KiB"
     );
-    // Past the upstream deadline the gateway gives up on the stream and closes
-    // the connection: reading now drains what the kernel buffered, then EOF.
+    // Past the upstream deadline the gateway gives up on the stream, and once
+    // its writes have made no progress for limits.idle_timeout it closes the
+    // connection: reading now drains what the kernel buffered, then EOF.
+    tokio::time::sleep(Duration::from_secs(5)).await;
     let drained = tokio::time::timeout(Duration::from_secs(15), async {
         let mut buf = vec![0u8; 64 * 1024];
         let mut total = 0usize;
@@ -171,4 +173,77 @@ async fn a_client_that_never_reads_its_stream_is_bounded_then_disconnected() {
     .expect("the stalled stream is closed by the gateway, not held forever");
     assert!(drained > 0, "the client did get the start of its stream");
     assert!(!gw.stderr().contains("panicked"));
+}
+
+/// One raw HTTP/1.1 request on `s`, and its response head + body (content-length).
+async fn exchange(s: &mut TcpStream, c: &TestClient, body: &serde_json::Value) -> String {
+    let text = body.to_string();
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n",
+        text.len()
+    );
+    for (n, v) in c.headers_for(body) {
+        if n != "accept" {
+            head.push_str(&format!("{n}: {v}\r\n"));
+        }
+    }
+    head.push_str("accept: application/json, text/event-stream\r\n\r\n");
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(text.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .expect("an answer")
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        let t = String::from_utf8_lossy(&got);
+        if let Some((h, b)) = t.split_once("\r\n\r\n") {
+            let len = h
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(str::to_owned)
+                })
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            if len.is_some_and(|len| b.len() >= len) {
+                break;
+            }
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[tokio::test]
+async fn a_kept_alive_connection_may_idle_past_the_head_limit_but_not_dawdle_in_a_head() {
+    let up = MockUpstream::start(MockSpec::modern("up", vec![MockTool::echo("echo")])).await;
+    let yaml = format!(
+        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: up, url: {}}}\nlimits: {{header_read_timeout: 1s, idle_timeout: 30s}}\n",
+        up.url
+    );
+    let gw = spawn_gateway(bin(), &yaml).await;
+    let c = TestClient::modern(&gw.url("/mcp"));
+    let mut s = TcpStream::connect(gw.addr).await.unwrap();
+    let list = c.envelope("tools/list", json!({}));
+    assert!(exchange(&mut s, &c, &list)
+        .await
+        .starts_with("HTTP/1.1 200"));
+    // Idle for longer than the head limit: a pooled client reusing it now must
+    // not find it closed under its request.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let again = exchange(&mut s, &c, &list).await;
+    assert!(again.starts_with("HTTP/1.1 200"), "{again:?}");
+    // A head started on the kept-alive connection is still on the head clock.
+    s.write_all(b"POST /mcp HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    let cut = read_all(&mut s)
+        .await
+        .expect("the dawdling head is cut off");
+    assert!(cut.is_empty() || cut.starts_with("HTTP/1.1 408"), "{cut:?}");
 }

@@ -142,6 +142,7 @@ pub(crate) fn limits(ctx: &mut Ctx, v: Option<&Value>) -> LimitsConfig {
             "max_header_bytes",
             "header_read_timeout",
             "body_read_timeout",
+            "idle_timeout",
         ],
     );
     LimitsConfig {
@@ -152,6 +153,7 @@ pub(crate) fn limits(ctx: &mut Ctx, v: Option<&Value>) -> LimitsConfig {
         max_header_bytes: o.size(ctx, "max_header_bytes", 16 * 1024),
         header_read_timeout: o.duration(ctx, "header_read_timeout", Duration::from_secs(10)),
         body_read_timeout: o.duration(ctx, "body_read_timeout", Duration::from_secs(30)),
+        idle_timeout: o.duration(ctx, "idle_timeout", Duration::from_secs(120)),
     }
 }
 

@@ -244,6 +244,9 @@ pub struct LimitsConfig {
     pub header_read_timeout: Duration,
     /// ... and its body within this (HTTP 408 otherwise).
     pub body_read_timeout: Duration,
+    /// A kept-alive connection with no request in progress is closed after this
+    /// (longer than common client pool idle times, so closes do not race reuse).
+    pub idle_timeout: Duration,
 }
 
 /// Debug never prints the secret.

@@ -9,6 +9,8 @@ use http::{header, HeaderMap, HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+
+use crate::conn_guard::HeadGuard;
 use hyper_util::server::conn::auto;
 use prometheus::Registry;
 use tokio::net::TcpListener;
@@ -52,12 +54,15 @@ impl Shared {
 /// finish for up to the configured grace period.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    // Slowloris: a request head must arrive within the limit (the timer drives it).
-    let head_timeout = shared.state.load().config.limits.header_read_timeout;
+    // hyper's head timer also runs while a kept-alive connection idles, so it
+    // gets the idle limit; the slowloris limit runs per head in `HeadGuard`.
+    let limits = shared.state.load().config.limits.clone();
+    let head_timeout = limits.header_read_timeout;
+    let idle = limits.idle_timeout;
     builder
         .http1()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(head_timeout);
+        .header_read_timeout(idle.max(head_timeout));
     builder.http2().timer(hyper_util::rt::TokioTimer::new());
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
@@ -83,14 +88,8 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                         let builder = builder.clone();
                         let watcher = graceful.watcher();
                         tokio::spawn(async move {
-                            // A connection that sends nothing is closed after the head
-                            // timeout (hyper's own timer starts with the first byte).
-                            let mut first = [0u8; 1];
-                            match tokio::time::timeout(head_timeout, stream.peek(&mut first)).await {
-                                Ok(Ok(n)) if n > 0 => {}
-                                _ => return,
-                            }
-                            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                            let io = TokioIo::new(HeadGuard::new(stream, head_timeout, idle));
+                            let conn = builder.serve_connection_with_upgrades(io, service);
                             if let Err(e) = watcher.watch(conn.into_owned()).await {
                                 tracing::debug!(error = %e, "connection ended with an error");
                             }
@@ -108,7 +107,8 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                                 }
                                 Err(_) => return,
                             };
-                            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+                            let io = TokioIo::new(HeadGuard::new(tls, head_timeout, idle));
+                            let conn = builder.serve_connection_with_upgrades(io, service);
                             if let Err(e) = watcher.watch(conn.into_owned()).await {
                                 tracing::debug!(error = %e, "connection ended with an error");
                             }
