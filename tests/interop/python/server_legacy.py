@@ -16,12 +16,10 @@ Tools:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import socket
 import sys
 
-import uvicorn
+import _serve
 from mcp.server.fastmcp import Context, FastMCP
 
 mcp = FastMCP(name="py-legacy", instructions="Junction interop peer (mcp 1.x)", host="127.0.0.1")
@@ -43,31 +41,14 @@ async def legacy_count(n: int, ctx: Context) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("port", type=int)
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--stateful", dest="stateless", action="store_false", default=False)
-    g.add_argument("--stateless", dest="stateless", action="store_true")
-    r = p.add_mutually_exclusive_group()
-    r.add_argument("--sse", dest="json_response", action="store_false", default=False)
-    r.add_argument("--json", dest="json_response", action="store_true")
-    p.add_argument("--path", default="/mcp")
-    args = p.parse_args()
-
+    args = _serve.parse(__doc__, stateless=False, json_response=False)
+    if args.stdio:
+        mcp.run("stdio")
+        return
     mcp.settings.stateless_http = args.stateless
     mcp.settings.json_response = args.json_response
     mcp.settings.streamable_http_path = args.path
-    app = mcp.streamable_http_app()
-
-    # Bind first so port 0 works and the ready line is true when printed.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", args.port))
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    print(f"READY {port}", flush=True)
-    server.run(sockets=[sock])
+    _serve.serve(mcp.streamable_http_app(), args.port)
 
 
 if __name__ == "__main__":

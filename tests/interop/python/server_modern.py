@@ -2,10 +2,11 @@
 
 Run with tests/interop/.peers/py-mcp2/bin/python:
 
-    server_modern.py PORT [--stateless|--stateful] [--json|--sse] [--path /mcp]
+    server_modern.py PORT [--stateless|--stateful] [--json|--sse] [--path /mcp] [--stdio]
 
 PORT 0 picks a free port. Once the socket listens, prints exactly one line
 `READY <port>` to stdout (logs go to stderr). Binds 127.0.0.1 only.
+With --stdio it serves MCP on stdin/stdout instead (PORT ignored).
 
 Tools:
   py_add(a: int, b: int)        -> structured {"result": a+b}, text "a+b"
@@ -20,13 +21,11 @@ Tools:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import socket
 import sys
 from typing import Annotated
 
-import uvicorn
+import _serve
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, Resolve
@@ -77,34 +76,17 @@ async def py_slow(steps: int, ctx: Context) -> str:
     return f"done {steps}"
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("port", type=int)
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--stateless", dest="stateless", action="store_true", default=True)
-    g.add_argument("--stateful", dest="stateless", action="store_false")
-    r = p.add_mutually_exclusive_group()
-    r.add_argument("--json", dest="json_response", action="store_true", default=True)
-    r.add_argument("--sse", dest="json_response", action="store_false")
-    p.add_argument("--path", default="/mcp")
-    args = p.parse_args()
-
+    args = _serve.parse(__doc__, stateless=True, json_response=True)
+    if args.stdio:
+        srv.run("stdio")
+        return
     app = srv.streamable_http_app(
         streamable_http_path=args.path,
         json_response=args.json_response,
         stateless_http=args.stateless,
         host="127.0.0.1",
     )
-    # Bind first so port 0 works and the ready line is true when printed; uvicorn
-    # accepts from this socket, queued connections wait for its startup.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", args.port))
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    print(f"READY {port}", flush=True)
-    server.run(sockets=[sock])
+    _serve.serve(app, args.port)
 
 if __name__ == "__main__":
     sys.exit(main())
