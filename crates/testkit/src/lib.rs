@@ -15,6 +15,7 @@ pub mod codec;
 pub mod fast;
 pub mod gateway;
 pub mod mock;
+pub mod peers;
 mod response;
 pub mod sse;
 
