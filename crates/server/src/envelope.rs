@@ -58,6 +58,61 @@ pub fn unwrap(
     Ok(env.s)
 }
 
+/// The `requestState` Junction hands a modern client when a handshake-era
+/// upstream asked for input mid-call: it names a call held by this process
+/// (`bridge`), bound to the caller, the upstream and the target.
+const PENDING_PURPOSE: &str = "junction/pending-input/v1";
+
+#[derive(Serialize, Deserialize)]
+struct PendingRef {
+    p: String,
+    u: String,
+    t: String,
+    /// the held call's entry id
+    e: String,
+}
+
+pub fn seal_pending(
+    sealer: &Sealer,
+    principal: &str,
+    upstream: &str,
+    target: &str,
+    entry: &str,
+    ttl_ms: u64,
+) -> String {
+    let r = PendingRef {
+        p: principal.into(),
+        u: upstream.into(),
+        t: target.into(),
+        e: entry.into(),
+    };
+    let payload = serde_json::to_vec(&r).unwrap_or_default();
+    sealer.seal(PENDING_PURPOSE, &payload, now_ms().saturating_add(ttl_ms))
+}
+
+/// `Ok(None)`: not a pending-input token (it may be a wrapped upstream state).
+/// `Ok(Some(entry))`: a token of this caller, upstream and target.
+pub fn open_pending(
+    sealer: &Sealer,
+    token: &str,
+    principal: &str,
+    upstream: &str,
+    target: &str,
+) -> Result<Option<String>, &'static str> {
+    let bytes = match sealer.open(PENDING_PURPOSE, token, now_ms()) {
+        Ok(b) => b,
+        Err(junction_protocol::seal::SealError::Expired) => {
+            return Err("input request expired, call again")
+        }
+        Err(_) => return Ok(None),
+    };
+    let r: PendingRef = serde_json::from_slice(&bytes).map_err(|_| "requestState is invalid")?;
+    if r.p != principal || r.u != upstream || r.t != target {
+        return Err("requestState was issued for another caller or tool");
+    }
+    Ok(Some(r.e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,5 +131,23 @@ mod tests {
         let mut forged = t.clone();
         forged.insert(3, 'A');
         assert!(unwrap(&s, &forged, "alice", "alpha", "alpha__x").is_err());
+    }
+
+    #[test]
+    fn pending_tokens_are_bound_and_distinct_from_wrapped_state() {
+        let s = Sealer::new(b"0123456789abcdef0123456789abcdef");
+        let t = seal_pending(&s, "alice", "alpha", "alpha__x", "e1", 60_000);
+        assert_eq!(
+            open_pending(&s, &t, "alice", "alpha", "alpha__x"),
+            Ok(Some("e1".to_owned()))
+        );
+        assert!(open_pending(&s, &t, "bob", "alpha", "alpha__x").is_err());
+        assert!(open_pending(&s, &t, "alice", "alpha", "alpha__y").is_err());
+        let wrapped = wrap(&s, "alice", "alpha", "alpha__x", "\"st\"", 60_000);
+        assert_eq!(
+            open_pending(&s, &wrapped, "alice", "alpha", "alpha__x"),
+            Ok(None)
+        );
+        assert!(unwrap(&s, &t, "alice", "alpha", "alpha__x").is_err());
     }
 }

@@ -77,6 +77,14 @@ pub enum GatewayError {
     },
     #[error("rate limited by rule {rule}")]
     RateLimited { rule: String, retry_after_ms: u64 },
+    /// A handshake-era client did not declare (at `initialize`) what the upstream
+    /// asks for mid-call, or cannot take the SSE stream the request must travel on.
+    /// Modern spec semantics of -32021, told in a code legacy clients know.
+    #[error("{detail}")]
+    MissingClientCapability {
+        missing: Vec<String>,
+        detail: String,
+    },
     /// Something the gateway cannot do for this client (yet), e.g. bridging an
     /// `InputRequiredResult` to a handshake-era client.
     #[error("{0}")]
@@ -211,6 +219,11 @@ impl GatewayError {
                 gw(json!({"upstream": upstream})),
             ),
             GatewayError::Unsupported(_) => (StatusCode::OK, codes::INTERNAL_ERROR, gw(json!({}))),
+            GatewayError::MissingClientCapability { missing, .. } => (
+                StatusCode::OK,
+                codes::INVALID_REQUEST,
+                gw(json!({"missingCapabilities": missing})),
+            ),
             GatewayError::Unauthenticated { reason, .. } => (
                 StatusCode::UNAUTHORIZED,
                 codes::FORBIDDEN,
@@ -286,6 +299,7 @@ impl GatewayError {
             GatewayError::UpstreamTimeout { .. } => "upstream_timeout",
             GatewayError::UpstreamProtocol { .. } => "upstream_protocol",
             GatewayError::Unsupported(_) => "unsupported",
+            GatewayError::MissingClientCapability { .. } => "missing_capability",
             GatewayError::Unauthenticated { .. } | GatewayError::AuthUnavailable { .. } => {
                 "unauthenticated"
             }

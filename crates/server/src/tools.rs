@@ -4,17 +4,16 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::{Response, StatusCode};
 use junction_catalog::{cursor, merge, Catalog, ExposedTool, ListStatus};
-use junction_protocol::jsonrpc::{error_bytes, result_bytes, Id, RawParams};
+use junction_protocol::jsonrpc::{Id, RawParams};
 use junction_protocol::{meta, xmcp};
-use junction_upstream::{UpstreamEvent, UpstreamRequest};
+use junction_upstream::UpstreamRequest;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
-use tokio::sync::mpsc;
 
+use crate::bridge::{self, Resumed};
 use crate::envelope;
 use crate::error::GatewayError;
 use crate::mcp::{param_str, Cx};
@@ -350,6 +349,49 @@ pub async fn call(
         Vec::new()
     };
 
+    let upstream_id = tool.upstream.clone();
+    let tool_label = tool.exposed.clone();
+    cx.note_target(&tool_label, &upstream_id);
+    let metrics = cx.state.metrics.clone();
+    let started = std::time::Instant::now();
+    let record: Box<dyn FnOnce(&str) + Send> = {
+        let (m, u, t) = (metrics.clone(), upstream_id.clone(), tool_label.clone());
+        Box::new(move |o: &str| record_call(&m, &u, &t, o, started))
+    };
+    let driver = bridge::Driver {
+        stream: None,
+        id: id.clone(),
+        finish: Finisher {
+            modern: client.is_modern(),
+            sealer: cx.state.sealer.clone(),
+            principal: cx.principal.clone(),
+            upstream: upstream_id.clone(),
+            target: tool.exposed.clone(),
+            ttl_ms: cx.state.config.request_state.ttl.as_millis() as u64,
+        },
+        method: "tools/call".into(),
+        caps: client.capabilities().clone(),
+        sse_ok: cx.accepts_sse(),
+        relay_notifications: true,
+        retry: None,
+        stash: None,
+        rounds: 0,
+    };
+    let open = metrics.open_streams.with_label_values(&["call"]);
+    // A retry that answers a call Junction holds continues that call.
+    let mut driver = match bridge::resume(cx, &params, driver).await? {
+        Resumed::NotHeld(d) => d,
+        Resumed::Continue(d) => return bridge::respond(*d, open, record).await,
+        Resumed::Answer(Ok((bytes, o))) => {
+            record(o);
+            return Ok(response::json(StatusCode::OK, bytes));
+        }
+        Resumed::Answer(Err(e)) => {
+            record(e.outcome());
+            return Err(e);
+        }
+    };
+
     let upstream_params = upstream_params(cx, tool, &params)?;
     let request = UpstreamRequest {
         method: "tools/call".into(),
@@ -363,18 +405,17 @@ pub async fn call(
         ),
         timeout: None,
     };
-    let upstream_id = tool.upstream.clone();
-    let tool_label = tool.exposed.clone();
-    cx.note_target(&tool_label, &upstream_id);
-    let metrics = cx.state.metrics.clone();
-    let started = std::time::Instant::now();
-    let outcome = |o: &str| record_call(&metrics, &upstream_id, &tool_label, o, started);
-
-    let mut stream = match upstream.client.request(request).await {
-        Ok(s) => s,
+    if !client.is_modern() {
+        driver.retry = Some(bridge::Retry {
+            client: upstream.client.clone(),
+            request: bridge::copy_request(&request),
+        });
+    }
+    match upstream.client.request(request).await {
+        Ok(s) => driver.stream = Some(s),
         Err(e) => {
             let e = GatewayError::from_upstream(&upstream_id, e);
-            outcome(e.outcome());
+            record(e.outcome());
             let up = i64::from(upstream.client.is_healthy());
             cx.state
                 .metrics
@@ -384,97 +425,7 @@ pub async fn call(
             return Err(e);
         }
     };
-    let finish = Finisher {
-        modern: client.is_modern(),
-        sealer: cx.state.sealer.clone(),
-        principal: cx.principal.clone(),
-        upstream: upstream_id.clone(),
-        target: tool.exposed.clone(),
-        ttl_ms: cx.state.config.request_state.ttl.as_millis() as u64,
-    };
-    let sse_ok = cx.accepts_sse();
-    loop {
-        match stream.next().await {
-            None => {
-                let e = GatewayError::UpstreamProtocol {
-                    upstream: upstream_id.clone(),
-                    detail: "response ended without a result".into(),
-                };
-                outcome(e.outcome());
-                return Err(e);
-            }
-            Some(Err(e)) => {
-                let e = GatewayError::from_upstream(&upstream_id, e);
-                outcome(e.outcome());
-                return Err(e);
-            }
-            Some(Ok(UpstreamEvent::Result(raw))) => {
-                let raw = finish.result(raw)?;
-                outcome("ok");
-                return Ok(response::json(StatusCode::OK, result_bytes(id, &raw)));
-            }
-            Some(Ok(UpstreamEvent::Error(err))) => {
-                outcome("upstream_error");
-                return Ok(response::json(StatusCode::OK, error_bytes(Some(id), &err)));
-            }
-            Some(Ok(UpstreamEvent::Notification(n))) => {
-                if !sse_ok {
-                    continue; // a client that takes no SSE gets the final result only
-                }
-                // Switch to streaming: relay this and every later message as it comes.
-                let (tx, rx) = mpsc::channel::<Bytes>(32);
-                let open = metrics.open_streams.with_label_values(&["call"]);
-                open.inc();
-                let _ = tx.send(response::sse_event(n.get().as_bytes())).await;
-                let id = id.clone();
-                tokio::spawn(async move {
-                    struct Open(prometheus::IntGauge);
-                    impl Drop for Open {
-                        fn drop(&mut self) {
-                            self.0.dec();
-                        }
-                    }
-                    let _open = Open(open);
-                    loop {
-                        let msg = match stream.next().await {
-                            Some(Ok(UpstreamEvent::Notification(n))) => {
-                                if tx
-                                    .send(response::sse_event(n.get().as_bytes()))
-                                    .await
-                                    .is_err()
-                                {
-                                    return; // client went away: dropping `stream` cancels upstream
-                                }
-                                continue;
-                            }
-                            Some(Ok(UpstreamEvent::Result(raw))) => match finish.result(raw) {
-                                Ok(raw) => {
-                                    record_call(&metrics, &upstream_id, &tool_label, "ok", started);
-                                    result_bytes(&id, &raw)
-                                }
-                                Err(e) => error_bytes(Some(&id), &e.render().1),
-                            },
-                            Some(Ok(UpstreamEvent::Error(err))) => error_bytes(Some(&id), &err),
-                            Some(Err(e)) => error_bytes(
-                                Some(&id),
-                                &GatewayError::from_upstream(&upstream_id, e).render().1,
-                            ),
-                            None => {
-                                let e = GatewayError::UpstreamProtocol {
-                                    upstream: upstream_id.clone(),
-                                    detail: "stream ended without a result".into(),
-                                };
-                                error_bytes(Some(&id), &e.render().1)
-                            }
-                        };
-                        let _ = tx.send(response::sse_event(&msg)).await;
-                        return;
-                    }
-                });
-                return Ok(response::sse(rx));
-            }
-        }
-    }
+    bridge::respond(*driver, open, record).await
 }
 
 /// Params for the upstream: the original tool name, the client's own state
