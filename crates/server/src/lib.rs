@@ -8,6 +8,7 @@
 //! `junction_policy::forwardable_headers`) and never trust a mirrored header
 //! before checking it against the body.
 
+mod bridge;
 mod caps;
 mod conn_guard;
 mod envelope;

@@ -206,6 +206,12 @@ async fn edge_and_dispatch(
     .await
     .map_err(|_| ("other", None, GatewayError::BodyTimeout))?
     .map_err(|e| ("other", None, e))?;
+    // A handshake-era client answering a server request Junction sent it (bridge).
+    if let Some(answer) = crate::bridge::client_response(cx, &bytes) {
+        return answer
+            .map(|r| ("response", r))
+            .map_err(|e| ("response", None, e));
+    }
     let message =
         parse_client_message(&bytes).map_err(|e| ("other", None, GatewayError::Malformed(e)))?;
 
