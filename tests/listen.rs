@@ -383,3 +383,113 @@ async fn legacy_get_stream_gets_list_changed_and_resource_updates() {
     assert_eq!(r.result(), &json!({}));
     wait_until(|| !w.beta.subscribed_uris().contains(uri)).await;
 }
+
+mod scoped {
+    use super::*;
+    use junction_testkit::Behavior;
+    use std::path::PathBuf;
+
+    const ISSUER: &str = "https://idp.junction.test";
+    const PUBLIC: &str = "http://junction.test";
+
+    fn keys() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/policy/tests/keys")
+    }
+
+    fn jwks_file(dir: &Path) -> PathBuf {
+        let jwks: Value =
+            serde_json::from_slice(&std::fs::read(keys().join("public-jwk.json")).unwrap())
+                .unwrap();
+        let mut k = jwks["rsa1"].clone();
+        k["kid"] = json!("k1");
+        k["alg"] = json!("RS256");
+        k["use"] = json!("sig");
+        let path = dir.join("jwks.json");
+        std::fs::write(&path, json!({"keys": [k]}).to_string()).unwrap();
+        path
+    }
+
+    fn bearer(sub: &str, scope: &str) -> String {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let claims = json!({"iss": ISSUER, "sub": sub, "aud": PUBLIC, "iat": now,
+            "exp": now + 600, "scope": scope});
+        let pem = std::fs::read(keys().join("rsa1.pem")).unwrap();
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+        header.kid = Some("k1".into());
+        let t = jsonwebtoken::encode(
+            &header,
+            &claims,
+            &jsonwebtoken::EncodingKey::from_rsa_pem(&pem).unwrap(),
+        )
+        .unwrap();
+        format!("Bearer {t}")
+    }
+
+    #[tokio::test]
+    async fn a_change_hidden_by_the_callers_scopes_is_not_announced_to_it() {
+        let up = MockUpstream::start(MockSpec::modern(
+            "up",
+            vec![MockTool::echo("echo"), MockTool::echo("admin")],
+        ))
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let yaml = format!(
+            r#"
+server: {{listen: 127.0.0.1:0, public_url: "{PUBLIC}"}}
+upstreams:
+  - {{id: up, url: "{url}"}}
+auth:
+  jwt: {{issuer: "{ISSUER}", jwks_file: "{jwks}"}}
+  rules:
+    - {{scopes: [tools.read], tools: ["up__echo"]}}
+    - {{scopes: [tools.admin], tools: ["up__*"]}}
+"#,
+            url = up.url,
+            jwks = jwks_file(dir.path()).display()
+        );
+        let gw = spawn_gateway(bin(), &yaml).await;
+        let reader = TestClient::modern(&gw.url("/mcp"))
+            .with_header("authorization", &bearer("alice", "tools.read"));
+        let admin = TestClient::modern(&gw.url("/mcp"))
+            .with_header("authorization", &bearer("root", "tools.admin"));
+        let mut r = listen(&reader, json!({"toolsListChanged": true})).await;
+        assert_eq!(r.status, 200);
+        next(&mut r).await;
+        let mut a = listen(&admin, json!({"toolsListChanged": true})).await;
+        next(&mut a).await;
+
+        // A tool only the admin may see appears: only the admin hears of it.
+        up.set_tools(vec![
+            MockTool::echo("echo"),
+            MockTool::echo("admin"),
+            MockTool::echo("admin2"),
+        ]);
+        assert_eq!(
+            next(&mut a).await["method"],
+            "notifications/tools/list_changed"
+        );
+        // Then the reader's own tool changes: that is the reader's first notice.
+        let schema = json!({"type": "object", "properties": {"q": {"type": "string"}}});
+        up.set_tools(vec![
+            MockTool::new("echo", schema, Behavior::Echo),
+            MockTool::echo("admin"),
+            MockTool::echo("admin2"),
+        ]);
+        assert_eq!(
+            next(&mut a).await["method"],
+            "notifications/tools/list_changed"
+        );
+        assert_eq!(
+            next(&mut r).await["method"],
+            "notifications/tools/list_changed"
+        );
+        assert_eq!(
+            r.next(Duration::from_millis(500)).await,
+            None,
+            "the hidden change was not announced to the reader"
+        );
+    }
+}

@@ -191,7 +191,6 @@ async fn run(
             Ok(Era::Legacy { .. }) => match &up.transport {
                 crate::Transport::Stdio(_) => Ended::Unsupported,
                 crate::Transport::Http(t) => {
-                    sync_legacy_subscriptions(&up, &mut subscribed, &wanted).await;
                     let opened = t
                         .standing_stream(tokio::time::Instant::now() + LISTEN_SPAN)
                         .await;
@@ -199,14 +198,18 @@ async fn run(
                         Ok(None) => Ended::Unsupported,
                         Err(e) => {
                             tracing::debug!(upstream = %up.id, error = %e, "upstream GET stream failed");
-                            subscribed.clear();
                             Ended::Dropped {
                                 lasted: started.elapsed(),
                             }
                         }
                         Ok(Some(stream)) => {
+                            // Subscribed only once the stream is open, so no
+                            // update can fall between the two; every URI again
+                            // on every connection (the session may be new).
+                            sync_legacy_subscriptions(&up, &mut subscribed, &wanted, true).await;
                             drop(up);
-                            relay(stream, &mut uris, &events, started).await
+                            let legacy = Some((&weak, &mut subscribed));
+                            relay(stream, &mut uris, &events, started, legacy).await
                         }
                     }
                 }
@@ -275,7 +278,7 @@ async fn listen(
             };
         }
     };
-    relay(stream, uris, events, started).await
+    relay(stream, uris, events, started, None).await
 }
 
 /// Passes a standing stream's notices on until it ends or the URIs change.
@@ -284,6 +287,7 @@ async fn relay(
     uris: &mut watch::Receiver<BTreeSet<String>>,
     events: &broadcast::Sender<Change>,
     started: tokio::time::Instant,
+    mut legacy: Option<(&Weak<Upstream>, &mut BTreeSet<String>)>,
 ) -> Ended {
     // While no stream was open, notices had nowhere to go: whoever listens
     // must look again (this also covers every reconnect).
@@ -291,9 +295,16 @@ async fn relay(
     loop {
         let item = tokio::select! {
             item = stream.next() => item,
-            changed = uris.changed() => match changed {
-                Ok(()) => return Ended::Renew,
-                Err(_) => return Ended::Unsupported,
+            changed = uris.changed() => match (changed, legacy.as_mut()) {
+                (Err(_), _) => return Ended::Unsupported,
+                (Ok(()), None) => return Ended::Renew,
+                // Legacy: the GET stream stays; only the subscriptions change.
+                (Ok(()), Some((weak, subscribed))) => {
+                    let Some(up) = weak.upgrade() else { return Ended::Unsupported };
+                    let wanted = uris.borrow_and_update().clone();
+                    sync_legacy_subscriptions(&up, subscribed, &wanted, false).await;
+                    continue;
+                }
             },
         };
         let lasted = started.elapsed();
@@ -345,9 +356,14 @@ async fn sync_legacy_subscriptions(
     up: &Upstream,
     subscribed: &mut BTreeSet<String>,
     wanted: &BTreeSet<String>,
+    again: bool,
 ) {
     let gone: Vec<String> = subscribed.difference(wanted).cloned().collect();
-    let new: Vec<String> = wanted.difference(subscribed).cloned().collect();
+    let new: Vec<String> = if again {
+        wanted.iter().cloned().collect()
+    } else {
+        wanted.difference(subscribed).cloned().collect()
+    };
     for (method, uri) in gone
         .iter()
         .map(|u| ("resources/unsubscribe", u))
