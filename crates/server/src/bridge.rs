@@ -65,6 +65,10 @@ pub(crate) struct Driver {
     pub(crate) sse_ok: bool,
     /// Progress and log notifications go to the client (tools/call).
     pub(crate) relay_notifications: bool,
+    /// Applied to a finished result (cache hints of resources/read).
+    pub(crate) on_result: Option<fn(Box<RawValue>) -> Box<RawValue>>,
+    /// An upstream `-32601` means this unknown-name error (prompts, resources).
+    pub(crate) unknown_name: Option<String>,
     /// Set for handshake-era clients (input_required bridging).
     pub(crate) retry: Option<Retry>,
     pub(crate) stash: Option<Stash>,
@@ -128,7 +132,7 @@ impl Driver {
                     }
                 }
                 Some(Ok(Bridged::Event(UpstreamEvent::Error(err)))) => {
-                    return Next::Done(Ok((error_bytes(Some(&self.id), &err), "upstream_error")))
+                    return Next::Done(self.upstream_error(err))
                 }
                 Some(Ok(Bridged::Event(UpstreamEvent::Result(raw)))) => {
                     if !self.finish.modern && is_input_required(&raw) {
@@ -138,11 +142,7 @@ impl Driver {
                         }
                         continue;
                     }
-                    return Next::Done(
-                        self.finish
-                            .result(raw)
-                            .map(|r| (result_bytes(&self.id, &r), "ok")),
-                    );
+                    return Next::Done(self.complete(raw));
                 }
                 Some(Ok(Bridged::ServerRequest(r))) if self.finish.modern => {
                     if let Some(next) = self.hold_for_modern(r).await {
@@ -157,6 +157,24 @@ impl Driver {
                     }
                 }
             }
+        }
+    }
+
+    fn complete(&self, raw: Box<RawValue>) -> Result<(Vec<u8>, &'static str), GatewayError> {
+        let raw = self.finish.result(raw)?;
+        let raw = match self.on_result {
+            Some(f) => f(raw),
+            None => raw,
+        };
+        Ok((result_bytes(&self.id, &raw), "ok"))
+    }
+
+    fn upstream_error(&self, err: RpcError) -> Result<(Vec<u8>, &'static str), GatewayError> {
+        match &self.unknown_name {
+            Some(msg) if err.code == codes::METHOD_NOT_FOUND => {
+                Err(GatewayError::InvalidParams(msg.clone()))
+            }
+            _ => Ok((error_bytes(Some(&self.id), &err), "upstream_error")),
         }
     }
 
@@ -223,13 +241,8 @@ impl Driver {
         self.stream = None;
         Next::Done(match item {
             Err(e) => Err(GatewayError::from_upstream(self.upstream(), e)),
-            Ok(Bridged::Event(UpstreamEvent::Error(err))) => {
-                Ok((error_bytes(Some(&self.id), &err), "upstream_error"))
-            }
-            Ok(Bridged::Event(UpstreamEvent::Result(raw))) => self
-                .finish
-                .result(raw)
-                .map(|r| (result_bytes(&self.id, &r), "ok")),
+            Ok(Bridged::Event(UpstreamEvent::Error(err))) => self.upstream_error(err),
+            Ok(Bridged::Event(UpstreamEvent::Result(raw))) => self.complete(raw),
             Ok(_) => Err(self.broken("stream ended while asking for input")),
         })
     }
@@ -237,8 +250,8 @@ impl Driver {
     /// Handshake-era client, modern upstream asking: check what the client can
     /// answer before anything is sent.
     fn legacy_ask(&self, raw: &RawValue) -> Result<Stash, GatewayError> {
-        let ir: InputRequired =
-            serde_json::from_str(raw.get()).map_err(|_| self.broken("bad input_required result"))?;
+        let ir: InputRequired = serde_json::from_str(raw.get())
+            .map_err(|_| self.broken("bad input_required result"))?;
         let requests = ir.input_requests.unwrap_or_default();
         let mut missing = Vec::new();
         let mut asks = Vec::with_capacity(requests.len());
@@ -291,9 +304,10 @@ impl Driver {
                 let answers = held::ask(&principal, tx, vec![(r.method.clone(), r.params)])
                     .await
                     .map_err(Err)?;
-                let outcome = answers.into_iter().next().unwrap_or_else(|| {
-                    Err(RpcError::new(codes::INTERNAL_ERROR, "no answer"))
-                });
+                let outcome = answers
+                    .into_iter()
+                    .next()
+                    .unwrap_or_else(|| Err(RpcError::new(codes::INTERNAL_ERROR, "no answer")));
                 if let Some(stream) = self.stream.as_mut() {
                     stream
                         .reply(&r.id, outcome)
@@ -304,14 +318,19 @@ impl Driver {
             }
             Stash::InputRequired { asks, state } => {
                 self.rounds += 1;
-                let questions = asks.iter().map(|(_, m, p)| (m.clone(), p.clone())).collect();
+                let questions = asks
+                    .iter()
+                    .map(|(_, m, p)| (m.clone(), p.clone()))
+                    .collect();
                 let answers = held::ask(&principal, tx, questions).await.map_err(Err)?;
                 let mut responses: Vec<(String, Box<RawValue>)> = Vec::new();
                 for ((key, _, _), answer) in asks.into_iter().zip(answers) {
                     match answer {
                         Ok(raw) => responses.push((key, raw)),
                         // The client refused: its error is the call's answer.
-                        Err(err) => return Err(Ok((error_bytes(Some(&self.id), &err), "client_error"))),
+                        Err(err) => {
+                            return Err(Ok((error_bytes(Some(&self.id), &err), "client_error")))
+                        }
                     }
                 }
                 self.retry_upstream(responses, state).await.map_err(Err)
@@ -449,16 +468,21 @@ pub(crate) async fn resume(
         return Ok(Resumed::NotHeld(Box::new(template)));
     };
     let f = &template.finish;
-    let entry = envelope::open_pending(&cx.state.sealer, &token, &cx.principal, &f.upstream, &f.target)
-        .map_err(|e| GatewayError::InvalidParams(e.into()))?;
+    let entry = envelope::open_pending(
+        &cx.state.sealer,
+        &token,
+        &cx.principal,
+        &f.upstream,
+        &f.target,
+    )
+    .map_err(|e| GatewayError::InvalidParams(e.into()))?;
     let Some(entry) = entry else {
         return Ok(Resumed::NotHeld(Box::new(template)));
     };
     let responses: BTreeMap<String, Box<RawValue>> = match params.get("inputResponses") {
         None => BTreeMap::new(),
-        Some(raw) => serde_json::from_str(raw.get()).map_err(|_| {
-            GatewayError::InvalidParams("inputResponses must be an object".into())
-        })?,
+        Some(raw) => serde_json::from_str(raw.get())
+            .map_err(|_| GatewayError::InvalidParams("inputResponses must be an object".into()))?,
     };
     held::resume(entry, &cx.principal, template, responses).await
 }
@@ -501,7 +525,11 @@ pub(crate) async fn respond(
         loop {
             let bytes = match d.step(Some(&tx)).await {
                 Next::Notify(n) => {
-                    if tx.send(response::sse_event(n.get().as_bytes())).await.is_err() {
+                    if tx
+                        .send(response::sse_event(n.get().as_bytes()))
+                        .await
+                        .is_err()
+                    {
                         return; // client went away: dropping the driver cancels upstream
                     }
                     continue;
@@ -539,22 +567,48 @@ mod tests {
     fn capabilities_cover_only_what_was_declared() {
         let form_only = json!({"elicitation": {}});
         assert!(declared(&form_only, "elicitation/create", None));
-        assert!(declared(&form_only, "elicitation/create", Some(&raw(r#"{"mode":"form"}"#))));
-        assert!(!declared(&form_only, "elicitation/create", Some(&raw(r#"{"mode":"url"}"#))));
+        assert!(declared(
+            &form_only,
+            "elicitation/create",
+            Some(&raw(r#"{"mode":"form"}"#))
+        ));
+        assert!(!declared(
+            &form_only,
+            "elicitation/create",
+            Some(&raw(r#"{"mode":"url"}"#))
+        ));
         let url_only = json!({"elicitation": {"url": {}}});
         assert!(!declared(&url_only, "elicitation/create", None));
-        assert!(declared(&url_only, "elicitation/create", Some(&raw(r#"{"mode":"url"}"#))));
+        assert!(declared(
+            &url_only,
+            "elicitation/create",
+            Some(&raw(r#"{"mode":"url"}"#))
+        ));
         assert!(!declared(&json!({}), "elicitation/create", None));
-        assert!(!declared(&json!({"elicitation": null}), "elicitation/create", None));
-        assert!(declared(&json!({"sampling": {}}), "sampling/createMessage", None));
+        assert!(!declared(
+            &json!({"elicitation": null}),
+            "elicitation/create",
+            None
+        ));
+        assert!(declared(
+            &json!({"sampling": {}}),
+            "sampling/createMessage",
+            None
+        ));
         assert!(!declared(&json!({"sampling": {}}), "roots/list", None));
-        assert!(declared(&json!({"roots": {"listChanged": true}}), "roots/list", None));
+        assert!(declared(
+            &json!({"roots": {"listChanged": true}}),
+            "roots/list",
+            None
+        ));
         assert!(!declared(&json!({"roots": {}}), "tools/call", None));
     }
 
     #[test]
     fn input_required_is_recognised() {
-        assert!(is_input_required(&raw(r#"{"resultType":"input_required","requestState":"x"}"#)));
+        assert!(is_input_required(&raw(
+            r#"{"resultType":"input_required","requestState":"x"}"#
+        )));
         assert!(!is_input_required(&raw(r#"{"resultType":"complete"}"#)));
         assert!(!is_input_required(&raw(r#"{"content":[]}"#)));
     }

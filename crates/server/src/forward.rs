@@ -8,12 +8,13 @@
 
 use http::{Response, StatusCode};
 use junction_protocol::codes;
-use junction_protocol::jsonrpc::{error_bytes, result_bytes, Id, RawParams};
+use junction_protocol::jsonrpc::{Id, RawParams};
 use junction_upstream::{UpstreamError, UpstreamEvent, UpstreamRequest};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use crate::bridge::{self, Resumed};
 use crate::envelope;
 use crate::error::GatewayError;
 use crate::list_cache::{self, Listed};
@@ -223,6 +224,65 @@ pub(crate) async fn forward(
     let upstream = cx.state.upstreams.get(upstream_id).ok_or_else(|| {
         GatewayError::InvalidParams(format!("{target:?} belongs to no upstream of this route"))
     })?;
+    let metrics = cx.state.metrics.clone();
+    let started = std::time::Instant::now();
+    let record: Box<dyn FnOnce(&str) + Send> = {
+        let (m, u, meth) = (metrics.clone(), upstream_id.to_owned(), method.to_owned());
+        Box::new(move |outcome: &str| {
+            m.upstream_requests_total
+                .with_label_values(&[&u, &meth, outcome])
+                .inc();
+            m.upstream_request_duration_seconds
+                .with_label_values(&[&u, &meth])
+                .observe(started.elapsed().as_secs_f64());
+        })
+    };
+    let modern = matches!(client, ClientSide::Modern { .. });
+    let kind = if method == "prompts/get" {
+        "prompt"
+    } else {
+        "resource"
+    };
+    let driver = bridge::Driver {
+        stream: None,
+        id: id.clone(),
+        finish: Finisher {
+            modern,
+            sealer: cx.state.sealer.clone(),
+            principal: cx.principal.clone(),
+            upstream: upstream_id.to_owned(),
+            target: target.to_owned(),
+            ttl_ms: cx.state.config.request_state.ttl.as_millis() as u64,
+        },
+        method: method.to_owned(),
+        caps: client.capabilities().clone(),
+        sse_ok: cx.accepts_sse(),
+        // Progress and log notifications are not relayed on these methods (yet):
+        // the client gets the final answer.
+        relay_notifications: false,
+        on_result: (modern && method == "resources/read").then_some(with_cache_hints as fn(_) -> _),
+        // Junction serves the method; an upstream that does not has no such
+        // prompt or resource, which is the client's unknown-name error.
+        unknown_name: Some(format!(
+            "unknown {kind}: {target} (upstream {upstream_id} serves no {method})"
+        )),
+        retry: None,
+        stash: None,
+        rounds: 0,
+    };
+    let open = metrics.open_streams.with_label_values(&["call"]);
+    let mut driver = match bridge::resume(cx, &params, driver).await? {
+        Resumed::NotHeld(d) => d,
+        Resumed::Continue(d) => return bridge::respond(*d, open, record).await,
+        Resumed::Answer(Ok((bytes, o))) => {
+            record(o);
+            return Ok(response::json(StatusCode::OK, bytes));
+        }
+        Resumed::Answer(Err(e)) => {
+            record(e.outcome());
+            return Err(e);
+        }
+    };
     let meta = forwarded_meta(&params);
     let mut out = RawParams::new();
     for (k, v) in params {
@@ -256,73 +316,21 @@ pub(crate) async fn forward(
         ),
         timeout: None,
     };
-    let finish = Finisher {
-        modern: matches!(client, ClientSide::Modern { .. }),
-        sealer: cx.state.sealer.clone(),
-        principal: cx.principal.clone(),
-        upstream: upstream_id.to_owned(),
-        target: target.to_owned(),
-        ttl_ms: cx.state.config.request_state.ttl.as_millis() as u64,
-    };
-    let metrics = &cx.state.metrics;
-    let started = std::time::Instant::now();
-    let record = |outcome: &str| {
-        metrics
-            .upstream_requests_total
-            .with_label_values(&[upstream_id, method, outcome])
-            .inc();
-        metrics
-            .upstream_request_duration_seconds
-            .with_label_values(&[upstream_id, method])
-            .observe(started.elapsed().as_secs_f64());
-    };
-    let fail = |e: GatewayError| {
-        record(e.outcome());
-        Err(e)
-    };
-    let mut stream = match upstream.client.request(request).await {
-        Ok(s) => s,
-        Err(e) => return fail(GatewayError::from_upstream(upstream_id, e)),
-    };
-    // Progress and log notifications are not relayed on these methods (yet):
-    // the client gets the final answer.
-    loop {
-        match stream.next().await {
-            None => {
-                return fail(GatewayError::UpstreamProtocol {
-                    upstream: upstream_id.to_owned(),
-                    detail: format!("{method} ended without a result"),
-                })
-            }
-            Some(Err(e)) => return fail(GatewayError::from_upstream(upstream_id, e)),
-            Some(Ok(UpstreamEvent::Notification(_))) => continue,
-            Some(Ok(UpstreamEvent::Result(raw))) => {
-                let raw = match finish.result(raw) {
-                    Ok(r) if finish.modern && method == "resources/read" => with_cache_hints(r),
-                    Ok(r) => r,
-                    Err(e) => return fail(e),
-                };
-                record("ok");
-                return Ok(response::json(StatusCode::OK, result_bytes(id, &raw)));
-            }
-            // Junction serves the method; an upstream that does not has no such
-            // prompt or resource, which is the client's unknown-name error.
-            Some(Ok(UpstreamEvent::Error(err))) if err.code == codes::METHOD_NOT_FOUND => {
-                return fail(GatewayError::InvalidParams(format!(
-                    "unknown {}: {target} (upstream {upstream_id} serves no {method})",
-                    if method == "prompts/get" {
-                        "prompt"
-                    } else {
-                        "resource"
-                    }
-                )));
-            }
-            Some(Ok(UpstreamEvent::Error(err))) => {
-                record("upstream_error");
-                return Ok(response::json(StatusCode::OK, error_bytes(Some(id), &err)));
-            }
+    if !modern {
+        driver.retry = Some(bridge::Retry {
+            client: upstream.client.clone(),
+            request: bridge::copy_request(&request),
+        });
+    }
+    match upstream.client.request(request).await {
+        Ok(s) => driver.stream = Some(s),
+        Err(e) => {
+            let e = GatewayError::from_upstream(upstream_id, e);
+            record(e.outcome());
+            return Err(e);
         }
     }
+    bridge::respond(*driver, open, record).await
 }
 
 #[derive(Deserialize)]

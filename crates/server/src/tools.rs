@@ -373,6 +373,8 @@ pub async fn call(
         caps: client.capabilities().clone(),
         sse_ok: cx.accepts_sse(),
         relay_notifications: true,
+        on_result: None,
+        unknown_name: None,
         retry: None,
         stash: None,
         rounds: 0,
