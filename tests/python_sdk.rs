@@ -6,74 +6,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::OnceLock;
+use std::path::Path;
 use std::time::Duration;
 
+use junction_testkit::peers::{self, python, Peer};
 use junction_testkit::{spawn_gateway, Gateway};
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The venv's python, installing the peers once per test run if needed.
-fn python(venv: &str) -> PathBuf {
-    static SETUP: OnceLock<Result<(), String>> = OnceLock::new();
-    let done = SETUP.get_or_init(|| {
-        let out = std::process::Command::new("bash")
-            .arg(repo().join("tests/interop/setup.sh"))
-            .output()
-            .map_err(|e| e.to_string())?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(String::from_utf8_lossy(&out.stderr).into_owned())
-        }
-    });
-    if let Err(e) = done {
-        panic!("tests/interop/setup.sh failed (it needs PyPI): {e}");
-    }
-    repo()
-        .join("tests/interop/.peers")
-        .join(venv)
-        .join("bin/python")
-}
-
-struct Peer {
-    _child: Child,
-    url: String,
-}
-
-/// Starts a Python peer server and waits for its `READY <port>` line.
 async fn peer(venv: &str, script: &str, args: &[&str]) -> Peer {
-    let mut child = Command::new(python(venv))
-        .arg(repo().join("tests/interop/python").join(script))
-        .arg("0")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn python peer");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-        .await
-        .unwrap_or_else(|_| panic!("{script} did not print READY within 60 s"))
-        .expect("read")
-        .unwrap_or_default();
-    let port: u16 = line
-        .strip_prefix("READY ")
-        .and_then(|p| p.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{script}: unexpected first line {line:?}"));
-    Peer {
-        _child: child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
-    }
+    peers::python_server(venv, script, args).await
 }
 
 /// Runs the 2.x client; returns its JSON report.
@@ -120,10 +66,10 @@ fn tool_names(report: &Value) -> Vec<String> {
         .collect()
 }
 
-async fn gateway(modern: &Peer, legacy: &Peer) -> Gateway {
+async fn gateway(first: &Peer, second: &Peer, id1: &str, id2: &str) -> Gateway {
     let yaml = format!(
-        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: pm, url: {}}}\n  - {{id: pl, url: {}}}\n",
-        modern.url, legacy.url
+        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: {id1}, url: {}}}\n  - {{id: {id2}, url: {}}}\n",
+        first.url, second.url
     );
     spawn_gateway(Path::new(env!("CARGO_BIN_EXE_junction")), &yaml).await
 }
@@ -132,7 +78,7 @@ async fn gateway(modern: &Peer, legacy: &Peer) -> Gateway {
 async fn python_clients_in_every_mode_see_and_call_both_eras_through_one_route() {
     let modern = peer("py-mcp2", "server_modern.py", &["--stateless", "--json"]).await;
     let legacy = peer("py-mcp1", "server_legacy.py", &["--stateful", "--sse"]).await;
-    let gw = gateway(&modern, &legacy).await;
+    let gw = gateway(&modern, &legacy, "pm", "pl").await;
     let url = gw.url("/mcp");
     for mode in ["auto", "legacy", "2026-07-28"] {
         let report = client(
@@ -180,32 +126,92 @@ async fn python_clients_in_every_mode_see_and_call_both_eras_through_one_route()
     }
 }
 
+/// MRTR with real peers: the 2.x server's `py_confirm` answers a 2026-07-28
+/// call with an `InputRequiredResult` (elicitation + requestState); the 2.x
+/// client's elicitation callback answers and retries, through Junction, which
+/// wraps and unwraps the requestState. Both modern upstream transports, accept
+/// and decline.
 #[tokio::test]
 async fn python_modern_client_completes_an_elicitation_through_junction() {
-    let modern = peer("py-mcp2", "server_modern.py", &["--stateless", "--json"]).await;
-    let legacy = peer("py-mcp1", "server_legacy.py", &[]).await;
-    let gw = gateway(&modern, &legacy).await;
+    let json_up = peer("py-mcp2", "server_modern.py", &["--stateless", "--json"]).await;
+    let sse_up = peer("py-mcp2", "server_modern.py", &["--stateful", "--sse"]).await;
+    let gw = gateway(&json_up, &sse_up, "pm", "ps").await;
     for mode in ["2026-07-28", "auto"] {
+        for (answer, want) in [
+            ("--accept-elicitation", "confirmed"),
+            ("--decline-elicitation", "declined"),
+        ] {
+            let report = client(
+                &gw.url("/mcp"),
+                mode,
+                &[
+                    ("pm__py_confirm", json!({"item": "db"})),
+                    ("ps__py_confirm", json!({"item": "disk"})),
+                ],
+                &[answer],
+            )
+            .await;
+            assert_eq!(report["protocolVersion"], json!("2026-07-28"), "{report}");
+            for (call, item) in report["calls"]
+                .as_array()
+                .expect("calls")
+                .iter()
+                .zip(["db", "disk"])
+            {
+                assert_eq!(
+                    text(call),
+                    format!("{want} {item}"),
+                    "{mode} {answer}: {call}; {}",
+                    gw.stderr()
+                );
+                let asked = call["elicitations"].as_array().cloned().unwrap_or_default();
+                assert_eq!(asked.len(), 1, "{mode}: asked exactly once: {call}");
+                assert_eq!(
+                    asked[0]["message"],
+                    json!(format!("Confirm {item}?")),
+                    "{call}"
+                );
+            }
+        }
+    }
+}
+
+/// Progress from a modern (2.x, SSE) upstream reaches modern and handshake-era
+/// clients in order, before the result.
+#[tokio::test]
+async fn progress_from_a_modern_python_sse_server_reaches_python_clients_in_order() {
+    let sse_up = peer("py-mcp2", "server_modern.py", &["--stateful", "--sse"]).await;
+    let legacy = peer("py-mcp1", "server_legacy.py", &[]).await;
+    let gw = gateway(&sse_up, &legacy, "pm", "pl").await;
+    for mode in ["2026-07-28", "legacy"] {
         let report = client(
             &gw.url("/mcp"),
             mode,
-            &[("pm__py_confirm", json!({"item": "db"}))],
-            &["--accept-elicitation"],
+            &[("pm__py_slow", json!({"steps": 4}))],
+            &[],
         )
         .await;
         let call = &report["calls"][0];
+        assert_eq!(text(call), "done 4", "{mode}: {call}");
+        let progress: Vec<(f64, String)> = call["progress"]
+            .as_array()
+            .expect("progress")
+            .iter()
+            .map(|p| {
+                (
+                    p[0].as_f64().unwrap_or(-1.0),
+                    p[2].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect();
+        let want: Vec<(f64, String)> = (1..=4)
+            .map(|i| (f64::from(i), format!("step {i}")))
+            .collect();
         assert_eq!(
-            text(call),
-            "confirmed db",
-            "{mode}: {call}; {}",
+            progress,
+            want,
+            "{mode}: in order, none lost: {call}; {}",
             gw.stderr()
-        );
-        assert!(
-            !call["elicitations"]
-                .as_array()
-                .map(Vec::is_empty)
-                .unwrap_or(true),
-            "{mode}: the client was asked"
         );
     }
 }
@@ -214,7 +220,7 @@ async fn python_modern_client_completes_an_elicitation_through_junction() {
 async fn progress_from_a_handshake_era_python_server_reaches_a_modern_python_client() {
     let modern = peer("py-mcp2", "server_modern.py", &[]).await;
     let legacy = peer("py-mcp1", "server_legacy.py", &["--stateful", "--sse"]).await;
-    let gw = gateway(&modern, &legacy).await;
+    let gw = gateway(&modern, &legacy, "pm", "pl").await;
     let report = client(
         &gw.url("/mcp"),
         "2026-07-28",
