@@ -493,3 +493,31 @@ auth:
         );
     }
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn shutdown_ends_listen_streams_with_their_response() {
+    let mut w = world().await;
+    let client = TestClient::modern(&w.gw.url("/mcp"));
+    let mut s = listen(&client, json!({"toolsListChanged": true})).await;
+    let sub = next(&mut s).await["params"]["_meta"][SUB].clone();
+    let pid = w.gw.pid().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let end = next(&mut s).await;
+    assert_eq!(end["id"], sub, "{end}");
+    assert_eq!(end["result"]["resultType"], "complete");
+    assert_eq!(
+        s.next(WAIT).await,
+        None,
+        "the stream closes after the response"
+    );
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while w.gw.try_exit_status().is_none() {
+        assert!(tokio::time::Instant::now() < deadline, "the gateway did not exit");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

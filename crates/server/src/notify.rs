@@ -521,3 +521,69 @@ async fn shutdown_signal() {
         let _ = tokio::signal::ctrl_c().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subscriber(id: u64, capacity: usize) -> (Arc<Subscriber>, mpsc::Receiver<Bytes>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        let sub = Arc::new(Subscriber {
+            id,
+            route: "/mcp".into(),
+            identity: None,
+            principal: String::new(),
+            wants: Wants::default(),
+            tag: Tag::Modern(Id::Str("L1".into())),
+            tx,
+            cancel: CancellationToken::new(),
+            last: Mutex::new(Digests::default()),
+        });
+        (sub, rx)
+    }
+
+    #[test]
+    fn a_client_that_stops_reading_is_disconnected_not_buffered() {
+        let hub = Hub::new();
+        let (sub, _rx) = subscriber(1, 2);
+        lock(&hub.subs).insert(sub.id, sub.clone());
+        for _ in 0..3 {
+            hub.send(
+                &sub,
+                message(&sub.tag, "notifications/tools/list_changed", None),
+            );
+        }
+        assert_eq!(hub.open_streams(), 0);
+        assert!(sub.cancel.is_cancelled());
+    }
+
+    #[test]
+    fn messages_are_tagged_for_modern_streams_only() {
+        let modern = message(
+            &Tag::Modern(Id::Num(7)),
+            "notifications/resources/updated",
+            Some("a://b"),
+        );
+        let text = String::from_utf8(modern.to_vec()).unwrap_or_default();
+        assert!(text.starts_with("event: message\ndata: "), "{text}");
+        let json: Value =
+            serde_json::from_str(text.trim_start_matches("event: message\ndata: ").trim())
+                .unwrap_or_default();
+        assert_eq!(
+            json["params"],
+            json!({"uri": "a://b", "_meta": {(meta::SUBSCRIPTION_ID): 7}})
+        );
+        let legacy = message(
+            &Tag::Legacy {
+                session: "s".into(),
+            },
+            "notifications/tools/list_changed",
+            None,
+        );
+        let text = String::from_utf8(legacy.to_vec()).unwrap_or_default();
+        assert!(
+            text.contains(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#),
+            "{text}"
+        );
+    }
+}
