@@ -517,7 +517,66 @@ async fn shutdown_ends_listen_streams_with_their_response() {
     );
     let deadline = tokio::time::Instant::now() + WAIT;
     while w.gw.try_exit_status().is_none() {
-        assert!(tokio::time::Instant::now() < deadline, "the gateway did not exit");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the gateway did not exit"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The official Python SDK's 2.x client (`Client.listen`) hears of a tool
+/// change through Junction and sees the new tool when it lists again.
+#[tokio::test]
+async fn python_sdk_client_receives_list_changed_through_junction() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let w = world().await;
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python/listen_client.py");
+    let mut child = tokio::process::Command::new(junction_testkit::peers::python("py-mcp2"))
+        .arg(script)
+        .args(["--url", &w.gw.url("/mcp"), "--timeout", "30"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python client starts");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("the client got its acknowledgement")
+        .unwrap()
+        .unwrap_or_default();
+    let honored: Value =
+        serde_json::from_str(ready.strip_prefix("READY ").unwrap_or("null")).unwrap_or_default();
+    assert_eq!(honored, json!({"toolsListChanged": true}), "{ready}");
+    w.alpha
+        .set_tools(vec![MockTool::echo("echo"), MockTool::echo("added")]);
+    let report = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("the client reported")
+        .unwrap()
+        .unwrap_or_default();
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(report["event"], "ToolsListChanged", "{report}");
+    assert!(!report["before"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("alpha__added")));
+    assert!(
+        report["after"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("alpha__added")),
+        "{report}"
+    );
 }
