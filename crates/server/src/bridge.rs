@@ -172,10 +172,31 @@ impl Driver {
     fn upstream_error(&self, err: RpcError) -> Result<(Vec<u8>, &'static str), GatewayError> {
         match &self.unknown_name {
             Some(msg) if err.code == codes::METHOD_NOT_FOUND => {
-                Err(GatewayError::InvalidParams(msg.clone()))
+                return Err(GatewayError::InvalidParams(msg.clone()))
             }
-            _ => Ok((error_bytes(Some(&self.id), &err), "upstream_error")),
+            _ => {}
         }
+        // A modern upstream checked the capabilities Junction stamped from the
+        // session; a handshake-era client does not know the modern code.
+        if !self.finish.modern && err.code == codes::MISSING_CLIENT_CAPABILITY {
+            let mut missing: Vec<String> = err
+                .data
+                .as_ref()
+                .and_then(|d| d.get("requiredCapabilities"))
+                .and_then(Value::as_object)
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default();
+            missing.sort();
+            return Err(GatewayError::MissingClientCapability {
+                detail: format!(
+                    "upstream {} needs client capabilities this session did not declare at initialize: {}",
+                    self.upstream(),
+                    if missing.is_empty() { err.message.clone() } else { missing.join(", ") }
+                ),
+                missing,
+            });
+        }
+        Ok((error_bytes(Some(&self.id), &err), "upstream_error"))
     }
 
     /// Tell the upstream its client cannot answer this.

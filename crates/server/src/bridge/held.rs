@@ -92,7 +92,8 @@ pub(super) fn hold(
     for a in &asks {
         let method = serde_json::value::to_raw_value(&a.method)
             .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
-        let empty = RawValue::from_string("{}".into()).map_err(|e| GatewayError::Unsupported(e.to_string()))?;
+        let empty = RawValue::from_string("{}".into())
+            .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
         let params = a.params.as_deref().unwrap_or(&empty);
         let req = jsonrpc::raw_object([("method", method.as_ref()), ("params", params)]);
         requests.push((a.key.clone(), req));
@@ -210,8 +211,10 @@ pub(super) async fn resume(
 
 type Answer = Result<Box<RawValue>, RpcError>;
 
-static WAITING: LazyLock<Mutex<HashMap<(String, String), oneshot::Sender<Answer>>>> =
-    LazyLock::new(Mutex::default);
+/// (principal digest, gateway request id) → the call waiting for that answer.
+type Waiting = HashMap<(String, String), oneshot::Sender<Answer>>;
+
+static WAITING: LazyLock<Mutex<Waiting>> = LazyLock::new(Mutex::default);
 
 /// Removes this call's questions when it stops waiting (answered, timed out, gone).
 struct Asked(Vec<(String, String)>);
@@ -234,7 +237,8 @@ pub(super) async fn ask(
 ) -> Result<Vec<Answer>, GatewayError> {
     let mut asked = Asked(Vec::with_capacity(questions.len()));
     let mut waits = Vec::with_capacity(questions.len());
-    let empty = RawValue::from_string("{}".into()).map_err(|e| GatewayError::Unsupported(e.to_string()))?;
+    let empty =
+        RawValue::from_string("{}".into()).map_err(|e| GatewayError::Unsupported(e.to_string()))?;
     for (method, params) in &questions {
         let id = format!("junction-{}", new_id());
         let (done, wait) = oneshot::channel();
@@ -248,9 +252,12 @@ pub(super) async fn ask(
             w.insert((principal.to_owned(), id.clone()), done);
         }
         asked.0.push((principal.to_owned(), id.clone()));
-        let bytes = jsonrpc::request_bytes(&Id::Str(id), method, params.as_deref().unwrap_or(&empty));
+        let bytes =
+            jsonrpc::request_bytes(&Id::Str(id), method, params.as_deref().unwrap_or(&empty));
         if tx.send(response::sse_event(&bytes)).await.is_err() {
-            return Err(GatewayError::InvalidParams("the client closed the stream".into()));
+            return Err(GatewayError::InvalidParams(
+                "the client closed the stream".into(),
+            ));
         }
         waits.push(wait);
     }
