@@ -410,12 +410,16 @@ mod scoped {
     }
 
     fn bearer(sub: &str, scope: &str) -> String {
+        bearer_for(sub, scope, 600)
+    }
+
+    fn bearer_for(sub: &str, scope: &str, lifetime_s: u64) -> String {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_secs();
         let claims = json!({"iss": ISSUER, "sub": sub, "aud": PUBLIC, "iat": now,
-            "exp": now + 600, "scope": scope});
+            "exp": now + lifetime_s, "scope": scope});
         let pem = std::fs::read(keys().join("rsa1.pem")).unwrap();
         let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
         header.kid = Some("k1".into());
@@ -428,14 +432,7 @@ mod scoped {
         format!("Bearer {t}")
     }
 
-    #[tokio::test]
-    async fn a_change_hidden_by_the_callers_scopes_is_not_announced_to_it() {
-        let up = MockUpstream::start(MockSpec::modern(
-            "up",
-            vec![MockTool::echo("echo"), MockTool::echo("admin")],
-        ))
-        .await;
-        let dir = tempfile::tempdir().unwrap();
+    async fn gateway(up: &MockUpstream, dir: &Path) -> Gateway {
         let yaml = format!(
             r#"
 server: {{listen: 127.0.0.1:0, public_url: "{PUBLIC}"}}
@@ -448,9 +445,35 @@ auth:
     - {{scopes: [tools.admin], tools: ["up__*"]}}
 "#,
             url = up.url,
-            jwks = jwks_file(dir.path()).display()
+            jwks = jwks_file(dir).display()
         );
-        let gw = spawn_gateway(bin(), &yaml).await;
+        spawn_gateway(bin(), &yaml).await
+    }
+
+    #[tokio::test]
+    async fn a_stream_ends_with_its_token() {
+        let up = MockUpstream::start(MockSpec::modern("up", vec![MockTool::echo("echo")])).await;
+        let dir = tempfile::tempdir().unwrap();
+        let gw = gateway(&up, dir.path()).await;
+        let c = TestClient::modern(&gw.url("/mcp"))
+            .with_header("authorization", &bearer_for("alice", "tools.read", 2));
+        let mut s = listen(&c, json!({"toolsListChanged": true})).await;
+        assert_eq!(s.status, 200);
+        let sub = next(&mut s).await["params"]["_meta"][SUB].clone();
+        let end = next(&mut s).await;
+        assert_eq!(end["id"], sub, "{end}");
+        assert_eq!(end["result"]["resultType"], "complete");
+    }
+
+    #[tokio::test]
+    async fn a_change_hidden_by_the_callers_scopes_is_not_announced_to_it() {
+        let up = MockUpstream::start(MockSpec::modern(
+            "up",
+            vec![MockTool::echo("echo"), MockTool::echo("admin")],
+        ))
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let gw = gateway(&up, dir.path()).await;
         let reader = TestClient::modern(&gw.url("/mcp"))
             .with_header("authorization", &bearer("alice", "tools.read"));
         let admin = TestClient::modern(&gw.url("/mcp"))

@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::mcp::Cx;
 use crate::response::sse_event;
-use crate::state::{RouteState, State};
+use crate::state::{RouteState, State, UpstreamEntry};
 
 /// SSE keep-alive comment interval on change streams.
 pub const KEEPALIVE: Duration = Duration::from_secs(15);
@@ -107,7 +107,9 @@ impl Hub {
     }
 
     /// Makes `state` the one diffs run against (cheap when it already is).
-    pub fn attach(&self, state: &Arc<State>) {
+    /// Its upstreams' change notices invalidate their cached lists from now
+    /// on, whether or not anyone listens.
+    pub fn attach(self: &Arc<Self>, state: &Arc<State>) {
         let same = self
             .current
             .load()
@@ -115,6 +117,9 @@ impl Hub {
             .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(state)));
         if !same {
             self.current.store(Some(Arc::new(Arc::downgrade(state))));
+            for entry in state.upstreams.values() {
+                self.listen_to(entry);
+            }
         }
     }
 
@@ -257,31 +262,37 @@ impl Hub {
         });
     }
 
-    /// Listens to the changes of every upstream client of the route (once per client).
+    /// Opens the standing change stream of every upstream of the route: only
+    /// once someone listens, so an idle gateway holds no upstream streams.
     fn watch_route(self: &Arc<Self>, state: &State, route: &RouteState) {
         for entry in route
             .upstreams
             .iter()
             .filter_map(|u| state.upstreams.get(u))
         {
-            let key = Arc::as_ptr(&entry.client) as usize;
-            if !lock(&self.watched).insert(key) {
-                continue;
-            }
-            let mut changes = entry.client.changes();
+            self.listen_to(entry);
             entry.client.start_watching();
-            let hub = Arc::downgrade(self);
-            let upstream = entry.id.clone();
-            tokio::spawn(async move {
-                while let Some(change) = changes.recv().await {
-                    let Some(h) = hub.upgrade() else { return };
-                    h.on_change(&upstream, change);
-                }
-                if let Some(h) = hub.upgrade() {
-                    lock(&h.watched).remove(&key);
-                }
-            });
         }
+    }
+
+    /// Consumes the upstream client's changes (once per client).
+    fn listen_to(self: &Arc<Self>, entry: &UpstreamEntry) {
+        let key = Arc::as_ptr(&entry.client) as usize;
+        if !lock(&self.watched).insert(key) {
+            return;
+        }
+        let mut changes = entry.client.changes();
+        let hub = Arc::downgrade(self);
+        let upstream = entry.id.clone();
+        tokio::spawn(async move {
+            while let Some(change) = changes.recv().await {
+                let Some(h) = hub.upgrade() else { return };
+                h.on_change(&upstream, change);
+            }
+            if let Some(h) = hub.upgrade() {
+                lock(&h.watched).remove(&key);
+            }
+        });
     }
 
     fn on_change(&self, upstream: &str, change: Change) {
@@ -481,9 +492,35 @@ async fn fanned_digest(cx: &Cx<'_>, methods: &[(&str, &str)]) -> u64 {
 async fn keep_alive(hub: Weak<Hub>, sub: Arc<Subscriber>, kind: &'static str) {
     let mut tick = tokio::time::interval(KEEPALIVE);
     tick.tick().await;
+    // A stream lives no longer than the token it was opened with: the client
+    // listens again with a fresh one (and is authorized again).
+    let expiry = sub
+        .identity
+        .as_ref()
+        .and_then(|p| p.claims.get("exp"))
+        .and_then(Value::as_u64)
+        .map(|exp| {
+            let left = exp
+                .saturating_mul(1000)
+                .saturating_sub(junction_protocol::seal::now_ms());
+            tokio::time::Instant::now() + Duration::from_millis(left)
+        });
+    let expired = async {
+        match expiry {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(expired);
     loop {
         tokio::select! {
             _ = sub.cancel.cancelled() => break,
+            _ = &mut expired => {
+                if let Some(h) = hub.upgrade() {
+                    h.finish(&sub);
+                }
+                break;
+            }
             _ = sub.tx.closed() => break,
             _ = tick.tick() => {
                 if sub.tx.try_send(Bytes::from_static(b": keep-alive\n\n")).is_err() {
