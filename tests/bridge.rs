@@ -311,3 +311,67 @@ async fn legacy_client_answers_a_legacy_upstreams_elicitation_relayed_on_its_str
         "{last}"
     );
 }
+
+/// Runs the 2.x Python client (tests/interop/python/client.py); its JSON report.
+async fn py_client(url: &str, mode: &str, call: (&str, Value), answer: &str) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python/client.py");
+    let out = tokio::process::Command::new(junction_testkit::peers::python("py-mcp2"))
+        .arg(script)
+        .args(["--url", url, "--mode", mode, "--call", call.0, "--args"])
+        .arg(call.1.to_string())
+        .arg(answer)
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(120), out)
+        .await
+        .expect("client finished")
+        .expect("client ran");
+    assert!(
+        out.status.success(),
+        "client ({mode}) failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    serde_json::from_slice(&out.stdout).expect("client report is JSON")
+}
+
+/// Real SDK peers, both directions: a 1.x FastMCP server whose tool calls
+/// `ctx.elicit` (a server->client request) answered by a 2.x client in
+/// 2026-07-28 mode (InputRequiredResult + retry through Junction), and a 2.x
+/// server's MRTR `py_confirm` answered by a 2.x client in handshake-era mode
+/// (a real `elicitation/create` on its SSE stream).
+#[tokio::test]
+async fn real_python_sdk_peers_answer_elicitations_across_eras() {
+    use junction_testkit::peers::python_server;
+    let legacy_up = python_server("py-mcp1", "bridge_peers.py", &[]).await;
+    let modern_up = python_server("py-mcp2", "server_modern.py", &["--stateless", "--json"]).await;
+    let yaml = format!(
+        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: pb, url: {}}}\n  - {{id: pm, url: {}}}\n",
+        legacy_up.url, modern_up.url
+    );
+    let gw = spawn_gateway(bin(), &yaml).await;
+    let url = gw.url("/mcp");
+    let cases = [
+        ("2026-07-28", "pb__bridge_confirm", "disk"),
+        ("legacy", "pm__py_confirm", "db"),
+    ];
+    for (mode, tool, item) in cases {
+        for (answer, want) in [
+            ("--accept-elicitation", "confirmed"),
+            ("--decline-elicitation", "declined"),
+        ] {
+            let report = py_client(&url, mode, (tool, json!({"item": item})), answer).await;
+            let call = &report["calls"][0];
+            assert_eq!(
+                call["result"]["content"][0]["text"],
+                json!(format!("{want} {item}")),
+                "{mode} {tool} {answer}: {call}\n--- gateway ---\n{}\n--- upstream ---\n{}",
+                gw.stderr(),
+                legacy_up.stderr()
+            );
+            let asked = call["elicitations"].as_array().cloned().unwrap_or_default();
+            assert_eq!(asked.len(), 1, "{mode}: asked exactly once: {call}");
+            assert_eq!(asked[0]["message"], json!(format!("Confirm {item}?")));
+        }
+    }
+}
