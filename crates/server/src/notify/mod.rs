@@ -12,9 +12,7 @@
 //! survives a restart (a client reconnects and lists again). Every stream has a
 //! bounded buffer: a client that stops reading is disconnected.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -22,16 +20,23 @@ use std::time::Duration;
 use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 use http::HeaderMap;
-use junction_protocol::jsonrpc::{notification_bytes, result_bytes, Id};
+use junction_protocol::jsonrpc::{result_bytes, Id};
 use junction_protocol::meta;
 use junction_upstream::Change;
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::Cx;
 use crate::response::sse_event;
 use crate::state::{RouteState, State, UpstreamEntry};
+
+mod stream;
+mod view;
+
+pub use stream::message;
+use stream::{keep_alive, shutdown_signal};
+use view::{visible, Digests};
 
 /// SSE keep-alive comment interval on change streams.
 pub const KEEPALIVE: Duration = Duration::from_secs(15);
@@ -58,13 +63,6 @@ pub enum Tag {
     Modern(Id),
     /// Handshake era: the session key whose `resources/subscribe` set applies.
     Legacy { session: String },
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Digests {
-    tools: Option<u64>,
-    prompts: Option<u64>,
-    resources: Option<u64>,
 }
 
 pub struct Subscriber {
@@ -424,144 +422,10 @@ impl Hub {
     }
 }
 
-/// One notification for a stream: modern ones carry the subscriptionId.
-pub fn message(tag: &Tag, method: &str, uri: Option<&str>) -> Bytes {
-    let mut params = serde_json::Map::new();
-    if let Some(u) = uri {
-        params.insert("uri".into(), Value::String(u.to_owned()));
-    }
-    if let Tag::Modern(id) = tag {
-        params.insert("_meta".into(), json!({(meta::SUBSCRIPTION_ID): id}));
-    }
-    let bytes = if params.is_empty() {
-        format!("{{\"jsonrpc\":\"2.0\",\"method\":{}}}", json!(method)).into_bytes()
-    } else {
-        let raw = serde_json::value::to_raw_value(&Value::Object(params)).unwrap_or_default();
-        notification_bytes(method, &raw)
-    };
-    sse_event(&bytes)
-}
-
-/// Digests of the lists the caller of `cx` sees, for the kinds it wants.
-async fn visible(cx: &Cx<'_>, w: &Wants) -> Digests {
-    let mut d = Digests::default();
-    if w.tools {
-        let catalog = crate::tools::route_catalog(cx).await;
-        let mut h = DefaultHasher::new();
-        let grant = match (&cx.state.auth, &cx.identity) {
-            (Some(auth), Some(p)) => Some((auth, p)),
-            _ => None,
-        };
-        for t in &catalog.tools {
-            if grant.is_none_or(|(a, p)| a.authorizer.allows(p, &t.exposed)) {
-                t.exposed.hash(&mut h);
-                t.definition.get().hash(&mut h);
-            }
-        }
-        d.tools = Some(h.finish());
-    }
-    if w.prompts {
-        d.prompts = Some(fanned_digest(cx, &[("prompts/list", "prompts")]).await);
-    }
-    if w.resources {
-        let methods = [
-            ("resources/list", "resources"),
-            ("resources/templates/list", "resourceTemplates"),
-        ];
-        d.resources = Some(fanned_digest(cx, &methods).await);
-    }
-    d
-}
-
-async fn fanned_digest(cx: &Cx<'_>, methods: &[(&str, &str)]) -> u64 {
-    let mut h = DefaultHasher::new();
-    for (method, key) in methods {
-        let fanned = crate::forward::fan_out(cx, method, key).await;
-        for c in &fanned.contributions {
-            c.upstream.hash(&mut h);
-            for item in &c.items {
-                item.to_string().hash(&mut h);
-            }
-        }
-    }
-    h.finish()
-}
-
-/// Keep-alive comments; ends (and unregisters) the stream when the client
-/// left, stopped reading, or the hub ended it.
-async fn keep_alive(hub: Weak<Hub>, sub: Arc<Subscriber>, kind: &'static str) {
-    let mut tick = tokio::time::interval(KEEPALIVE);
-    tick.tick().await;
-    // A stream lives no longer than the token it was opened with: the client
-    // listens again with a fresh one (and is authorized again).
-    let expiry = sub
-        .identity
-        .as_ref()
-        .and_then(|p| p.claims.get("exp"))
-        .and_then(Value::as_u64)
-        .map(|exp| {
-            let left = exp
-                .saturating_mul(1000)
-                .saturating_sub(junction_protocol::seal::now_ms());
-            tokio::time::Instant::now() + Duration::from_millis(left)
-        });
-    let expired = async {
-        match expiry {
-            Some(at) => tokio::time::sleep_until(at).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::pin!(expired);
-    loop {
-        tokio::select! {
-            _ = sub.cancel.cancelled() => break,
-            _ = &mut expired => {
-                if let Some(h) = hub.upgrade() {
-                    h.finish(&sub);
-                }
-                break;
-            }
-            _ = sub.tx.closed() => break,
-            _ = tick.tick() => {
-                if sub.tx.try_send(Bytes::from_static(b": keep-alive\n\n")).is_err() {
-                    break;
-                }
-            }
-        }
-    }
-    if let Some(h) = hub.upgrade() {
-        h.remove(sub.id);
-        if let Some(state) = h.state() {
-            state.metrics.open_streams.with_label_values(&[kind]).dec();
-        }
-    }
-}
-
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
-        match term {
-            Ok(mut t) => {
-                tokio::select! {
-                    _ = t.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn subscriber(id: u64, capacity: usize) -> (Arc<Subscriber>, mpsc::Receiver<Bytes>) {
         let (tx, rx) = mpsc::channel(capacity);
