@@ -233,6 +233,29 @@ async fn resource_subscriptions_deliver_resources_updated() {
     assert_eq!(m["params"]["_meta"][SUB], sub);
 }
 
+#[tokio::test]
+async fn resource_subscriptions_on_a_shared_route_go_to_the_lister() {
+    let w = world().await;
+    let client = TestClient::modern(&w.gw.url("/mcp"));
+    let mut s = listen(
+        &client,
+        json!({"resourceSubscriptions": ["mock://beta/readme", "mock://nowhere/x"]}),
+    )
+    .await;
+    let ack = next(&mut s).await;
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"resourceSubscriptions": ["mock://beta/readme"]}),
+        "only URIs some upstream lists are granted"
+    );
+    wait_until(|| w.beta.subscribed_uris().contains("mock://beta/readme")).await;
+    assert!(w.alpha.subscribed_uris().is_empty());
+    w.beta.touch_resource("mock://beta/readme");
+    let m = next(&mut s).await;
+    assert_eq!(m["method"], "notifications/resources/updated", "{m}");
+    assert_eq!(m["params"]["uri"], "mock://beta/readme");
+}
+
 async fn wait_until(f: impl Fn() -> bool) {
     let deadline = tokio::time::Instant::now() + WAIT;
     while !f() {
