@@ -9,17 +9,21 @@ Run with tests/interop/.peers/py-mcp2/bin/python:
 PORT 0 picks a free port; prints exactly one stdout line `READY <port>` once the
 socket listens (logs go to stderr). Binds 127.0.0.1 only. Defaults: stateful and
 SSE, so the handshake-era scenarios (sessions, progress, logging) have a stream.
+
+The 2026-07-28 scenarios' diagnostic and MRTR tools (test_missing_capability,
+test_streaming_elicitation, test_logging_tool, test_input_required_result_*)
+live in fixture_modern.py, registered on the same server.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import socket
 import sys
+from pathlib import Path
 
-import uvicorn
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+import _serve  # noqa: E402  (the shared READY/port/flags boilerplate)
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import (
@@ -262,29 +266,17 @@ for _method, _params in (
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("port", type=int)
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--stateful", dest="stateless", action="store_false", default=False)
-    g.add_argument("--stateless", dest="stateless", action="store_true")
-    r = p.add_mutually_exclusive_group()
-    r.add_argument("--sse", dest="json_response", action="store_false", default=False)
-    r.add_argument("--json", dest="json_response", action="store_true")
-    args = p.parse_args()
+    import fixture_modern
+
+    fixture_modern.register(srv)
+    args = _serve.parse(__doc__, stateless=False, json_response=False)
     app = srv.streamable_http_app(
-        streamable_http_path="/mcp",
+        streamable_http_path=args.path,
         json_response=args.json_response,
         stateless_http=args.stateless,
         host="127.0.0.1",
     )
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", args.port))
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    print(f"READY {port}", flush=True)
-    server.run(sockets=[sock])
+    _serve.serve(app, args.port)
 
 
 if __name__ == "__main__":
