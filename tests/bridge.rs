@@ -375,3 +375,81 @@ async fn real_python_sdk_peers_answer_elicitations_across_eras() {
         }
     }
 }
+
+/// A handshake-era upstream asking three things at once: the client gets the
+/// ones it declared in one InputRequiredResult; the upstream is told at once
+/// that sampling is not available; the retry answers the rest.
+#[tokio::test]
+async fn requests_sent_together_reach_the_client_in_one_round() {
+    use junction_testkit::mock::AskingUpstream;
+    let up = AskingUpstream::start(vec![
+        (
+            "elicitation/create",
+            json!({"message": "Name?", "requestedSchema": {"type": "object",
+                   "properties": {"name": {"type": "string"}}}}),
+        ),
+        (
+            "sampling/createMessage",
+            json!({"messages": [], "maxTokens": 5}),
+        ),
+        ("roots/list", json!({})),
+    ])
+    .await;
+    let yaml = format!(
+        "server:\n  listen: 127.0.0.1:0\nupstreams:\n  - id: asker\n    url: {}\n    protocol: legacy\n",
+        up.url
+    );
+    let gw = spawn_gateway(bin(), &yaml).await;
+    let c = TestClient::modern(&gw.url("/mcp"))
+        .with_capabilities(json!({"elicitation": {}, "roots": {}}));
+    let first = c.call_tool("asker__ask_all", json!({})).await;
+    let r = first.result().clone();
+    assert_eq!(r["resultType"], "input_required", "{}", first.text());
+    let mut methods: Vec<&str> = r["inputRequests"]
+        .as_object()
+        .expect("inputRequests")
+        .values()
+        .map(|v| v["method"].as_str().unwrap_or(""))
+        .collect();
+    methods.sort();
+    assert_eq!(methods, ["elicitation/create", "roots/list"], "{r}");
+    let refused: Vec<Value> = up.answers();
+    assert_eq!(
+        refused.len(),
+        1,
+        "only sampling answered so far: {refused:?}"
+    );
+    assert_eq!(refused[0]["id"], "ask-1");
+    assert_eq!(refused[0]["error"]["code"], -32601);
+
+    let responses: serde_json::Map<String, Value> = r["inputRequests"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            let answer = if v["method"] == "roots/list" {
+                json!({"roots": [{"uri": "file:///work", "name": "work"}]})
+            } else {
+                json!({"action": "accept", "content": {"name": "Ada"}})
+            };
+            (k.clone(), answer)
+        })
+        .collect();
+    let done = c
+        .request(
+            "tools/call",
+            json!({"name": "asker__ask_all", "arguments": {}, "inputResponses": responses,
+                   "requestState": r["requestState"]}),
+        )
+        .await;
+    let answers = &done.result()["structuredContent"]["answers"];
+    assert_eq!(
+        answers["ask-0"]["content"]["name"],
+        "Ada",
+        "{}",
+        done.text()
+    );
+    assert_eq!(answers["ask-1"]["code"], -32601);
+    assert_eq!(answers["ask-2"]["roots"][0]["uri"], "file:///work");
+    assert_eq!(up.calls(), 1);
+}

@@ -42,7 +42,7 @@ pub(crate) use held::client_response;
 
 /// How long Junction waits for further server requests once one arrived, so
 /// that requests sent together reach the client in one `InputRequiredResult`.
-const COLLECT_GRACE: std::time::Duration = std::time::Duration::from_millis(25);
+const COLLECT_GRACE: std::time::Duration = std::time::Duration::from_millis(50);
 /// Input rounds of one handshake-era client's call before Junction gives up.
 const MAX_ROUNDS: usize = 16;
 

@@ -6,6 +6,7 @@
 //! connection is dropped (in-flight requests die with them, like a crash).
 //! `set_down(false)` binds the same port again.
 
+mod elicit;
 mod faulty;
 mod http;
 mod legacy;
@@ -14,6 +15,7 @@ mod notify;
 mod prompts;
 mod tools;
 
+pub use elicit::AskingUpstream;
 pub use faulty::{faulty_stdio_script, Fault, FaultyUpstream};
 use serde_json::{json, Value};
 use std::collections::HashMap;
