@@ -87,15 +87,19 @@ def reasons(baseline: Path | None) -> dict[str, str]:
     if baseline is None:
         return out
     comment: list[str] = []
+    after_entry = False
     for line in baseline.read_text().splitlines():
         stripped = line.strip()
         if stripped.startswith("#"):
-            comment.append(stripped.lstrip("# "))
+            if after_entry or not line.startswith((" ", "\t")):
+                comment = []  # a new group's reason (or the file header: no reason)
+            after_entry = False
+            if line.startswith((" ", "\t")):
+                comment.append(stripped.lstrip("# "))
         elif stripped.startswith("- "):
             entry, _, tail = stripped[2:].partition("#")
             out[entry.strip()] = " ".join(comment + ([tail.strip()] if tail.strip() else []))
-        else:
-            comment = [] if stripped else comment
+            after_entry = True
     return out
 
 
