@@ -453,3 +453,44 @@ async fn requests_sent_together_reach_the_client_in_one_round() {
     assert_eq!(answers["ask-2"]["roots"][0]["uri"], "file:///work");
     assert_eq!(up.calls(), 1);
 }
+
+/// The same 1.x FastMCP server on stdio (Junction spawns it): its
+/// `elicitation/create` on stdout belongs to the one call in flight, and the
+/// answer goes back on its stdin.
+#[tokio::test]
+async fn a_stdio_legacy_servers_elicitation_is_answered_by_a_modern_client() {
+    let python = junction_testkit::peers::python("py-mcp1");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python/bridge_peers.py");
+    let yaml = format!(
+        "server:\n  listen: 127.0.0.1:0\nupstreams:\n  - id: pb\n    command: [{}, {}, \"0\", --stdio]\n    protocol: legacy\n",
+        python.display(),
+        script.display()
+    );
+    let gw = spawn_gateway(bin(), &yaml).await;
+    let c = TestClient::modern(&gw.url("/mcp")).with_capabilities(json!({"elicitation": {}}));
+    let first = c
+        .call_tool("pb__bridge_confirm", json!({"item": "tape"}))
+        .await;
+    let r = first.result().clone();
+    assert_eq!(
+        r["resultType"],
+        "input_required",
+        "{}\n{}",
+        first.text(),
+        gw.stderr()
+    );
+    let done = c
+        .request(
+            "tools/call",
+            json!({"name": "pb__bridge_confirm", "arguments": {"item": "tape"},
+                   "inputResponses": accept_all(&r, json!({"ok": true})),
+                   "requestState": r["requestState"]}),
+        )
+        .await;
+    assert_eq!(
+        done.result()["content"][0]["text"],
+        "confirmed tape",
+        "{}",
+        done.text()
+    );
+}
