@@ -19,9 +19,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{Response, StatusCode};
 use junction_protocol::codes;
-use junction_protocol::jsonrpc::{self, error_bytes, result_bytes, Id, RawParams, RpcError};
+use junction_protocol::jsonrpc::{error_bytes, result_bytes, Id, RawParams, RpcError};
 use junction_upstream::{
     Bridged, ResponseStream, ServerRequest, Upstream, UpstreamEvent, UpstreamRequest,
 };
@@ -33,12 +32,15 @@ use tokio::sync::mpsc;
 use crate::envelope;
 use crate::error::GatewayError;
 use crate::mcp::Cx;
-use crate::response::{self, Body};
 use crate::tools::Finisher;
 
 mod held;
+mod legacy;
+mod respond;
 
 pub(crate) use held::client_response;
+pub(crate) use legacy::copy_request;
+pub(crate) use respond::respond;
 
 /// How long Junction waits for further server requests once one arrived, so
 /// that requests sent together reach the client in one `InputRequiredResult`.
@@ -267,159 +269,6 @@ impl Driver {
             Ok(_) => Err(self.broken("stream ended while asking for input")),
         })
     }
-
-    /// Handshake-era client, modern upstream asking: check what the client can
-    /// answer before anything is sent.
-    fn legacy_ask(&self, raw: &RawValue) -> Result<Stash, GatewayError> {
-        let ir: InputRequired = serde_json::from_str(raw.get())
-            .map_err(|_| self.broken("bad input_required result"))?;
-        let requests = ir.input_requests.unwrap_or_default();
-        let mut missing = Vec::new();
-        let mut asks = Vec::with_capacity(requests.len());
-        for (key, req) in requests {
-            if !declared(&self.caps, &req.method, req.params.as_deref()) {
-                missing.push(capability_of(&req.method).to_owned());
-            }
-            asks.push((key, req.method, req.params));
-        }
-        if !missing.is_empty() {
-            missing.sort();
-            missing.dedup();
-            return Err(GatewayError::MissingClientCapability {
-                detail: format!(
-                    "upstream {} needs client input this session did not declare at initialize: {}",
-                    self.upstream(),
-                    missing.join(", ")
-                ),
-                missing,
-            });
-        }
-        if !self.sse_ok {
-            return Err(GatewayError::MissingClientCapability {
-                missing: vec!["text/event-stream".into()],
-                detail: format!(
-                    "upstream {} asks the client for input, which travels on an SSE response: send Accept: text/event-stream",
-                    self.upstream()
-                ),
-            });
-        }
-        if self.rounds >= MAX_ROUNDS {
-            return Err(self.broken("upstream kept asking for input"));
-        }
-        Ok(Stash::InputRequired {
-            asks,
-            state: ir.request_state,
-        })
-    }
-
-    /// Ask a handshake-era client on its SSE stream; then answer the upstream
-    /// (relay) or retry it with the answers (`input_required`).
-    async fn ask_client(
-        &mut self,
-        stash: Stash,
-        tx: &mpsc::Sender<Bytes>,
-    ) -> Result<(), Result<(Vec<u8>, &'static str), GatewayError>> {
-        let principal = self.finish.principal.clone();
-        match stash {
-            Stash::Relay(r) => {
-                let answers = held::ask(&principal, tx, vec![(r.method.clone(), r.params)])
-                    .await
-                    .map_err(Err)?;
-                let outcome = answers
-                    .into_iter()
-                    .next()
-                    .unwrap_or_else(|| Err(RpcError::new(codes::INTERNAL_ERROR, "no answer")));
-                if let Some(stream) = self.stream.as_mut() {
-                    stream
-                        .reply(&r.id, outcome)
-                        .await
-                        .map_err(|e| Err(GatewayError::from_upstream(&self.finish.upstream, e)))?;
-                }
-                Ok(())
-            }
-            Stash::InputRequired { asks, state } => {
-                self.rounds += 1;
-                let questions = asks
-                    .iter()
-                    .map(|(_, m, p)| (m.clone(), p.clone()))
-                    .collect();
-                let answers = held::ask(&principal, tx, questions).await.map_err(Err)?;
-                let mut responses: Vec<(String, Box<RawValue>)> = Vec::new();
-                for ((key, _, _), answer) in asks.into_iter().zip(answers) {
-                    match answer {
-                        Ok(raw) => responses.push((key, raw)),
-                        // The client refused: its error is the call's answer.
-                        Err(err) => {
-                            return Err(Ok((error_bytes(Some(&self.id), &err), "client_error")))
-                        }
-                    }
-                }
-                self.retry_upstream(responses, state).await.map_err(Err)
-            }
-        }
-    }
-
-    async fn retry_upstream(
-        &mut self,
-        responses: Vec<(String, Box<RawValue>)>,
-        state: Option<Box<RawValue>>,
-    ) -> Result<(), GatewayError> {
-        let Some(retry) = self.retry.as_ref() else {
-            return Err(self.broken("cannot retry this call"));
-        };
-        let mut params = retry.request.params.clone();
-        params.remove("requestState");
-        let members = responses.iter().map(|(k, v)| (k.as_str(), v.as_ref()));
-        params.insert("inputResponses".into(), jsonrpc::raw_object(members));
-        if let Some(s) = state {
-            params.insert("requestState".into(), s);
-        }
-        let request = UpstreamRequest {
-            method: retry.request.method.clone(),
-            params,
-            meta: retry.request.meta.clone(),
-            client_capabilities: retry.request.client_capabilities.clone(),
-            param_headers: retry.request.param_headers.clone(),
-            forward_headers: retry.request.forward_headers.clone(),
-            timeout: retry.request.timeout,
-        };
-        self.stream = None;
-        let stream = retry
-            .client
-            .request(request)
-            .await
-            .map_err(|e| GatewayError::from_upstream(&self.finish.upstream, e))?;
-        self.stream = Some(stream);
-        Ok(())
-    }
-}
-
-/// A copy of a request, for retrying it later.
-pub(crate) fn copy_request(r: &UpstreamRequest) -> UpstreamRequest {
-    UpstreamRequest {
-        method: r.method.clone(),
-        params: r.params.clone(),
-        meta: r.meta.clone(),
-        client_capabilities: r.client_capabilities.clone(),
-        param_headers: r.param_headers.clone(),
-        forward_headers: r.forward_headers.clone(),
-        timeout: r.timeout,
-    }
-}
-
-#[derive(Deserialize)]
-struct InputRequired {
-    #[serde(rename = "inputRequests", default)]
-    input_requests: Option<BTreeMap<String, InputRequest>>,
-    #[serde(rename = "requestState", default)]
-    request_state: Option<Box<RawValue>>,
-}
-
-#[derive(Deserialize)]
-struct InputRequest {
-    method: String,
-    #[serde(default)]
-    params: Option<Box<RawValue>>,
 }
 
 #[derive(Deserialize)]
@@ -506,73 +355,6 @@ pub(crate) async fn resume(
             .map_err(|_| GatewayError::InvalidParams("inputResponses must be an object".into()))?,
     };
     held::resume(entry, &cx.principal, template, responses).await
-}
-
-/// Streams or returns what the driver produces. Output starts as plain JSON;
-/// the first relayed notification (or a question for a handshake-era client)
-/// switches it to SSE. `record` gets the outcome label once.
-pub(crate) async fn respond(
-    mut d: Driver,
-    open: prometheus::IntGauge,
-    record: Box<dyn FnOnce(&str) + Send>,
-) -> Result<Response<Body>, GatewayError> {
-    let first = loop {
-        match d.step(None).await {
-            Next::Done(Ok((bytes, outcome))) => {
-                record(outcome);
-                return Ok(response::json(StatusCode::OK, bytes));
-            }
-            Next::Done(Err(e)) => {
-                record(e.outcome());
-                return Err(e);
-            }
-            Next::Notify(n) if !d.sse_ok => drop(n),
-            other => break other,
-        }
-    };
-    let (tx, rx) = mpsc::channel::<Bytes>(32);
-    if let Next::Notify(n) = first {
-        let _ = tx.send(response::sse_event(n.get().as_bytes())).await;
-    }
-    open.inc();
-    tokio::spawn(async move {
-        struct Open(prometheus::IntGauge);
-        impl Drop for Open {
-            fn drop(&mut self) {
-                self.0.dec();
-            }
-        }
-        let _open = Open(open);
-        loop {
-            let bytes = match d.step(Some(&tx)).await {
-                Next::Notify(n) => {
-                    if tx
-                        .send(response::sse_event(n.get().as_bytes()))
-                        .await
-                        .is_err()
-                    {
-                        return; // client went away: dropping the driver cancels upstream
-                    }
-                    continue;
-                }
-                Next::Switch => {
-                    let e = GatewayError::Unsupported("bridge asked to switch twice".into());
-                    error_bytes(Some(&d.id), &e.render().1)
-                }
-                Next::Done(Ok((bytes, outcome))) => {
-                    record(outcome);
-                    bytes
-                }
-                Next::Done(Err(e)) => {
-                    record(e.outcome());
-                    error_bytes(Some(&d.id), &e.render().1)
-                }
-            };
-            let _ = tx.send(response::sse_event(&bytes)).await;
-            return;
-        }
-    });
-    Ok(response::sse(rx))
 }
 
 #[cfg(test)]
