@@ -206,14 +206,19 @@ async fn edge_and_dispatch(
     .await
     .map_err(|_| ("other", None, GatewayError::BodyTimeout))?
     .map_err(|e| ("other", None, e))?;
-    // A handshake-era client answering a server request Junction sent it (bridge).
-    if let Some(answer) = crate::bridge::client_response(cx, &bytes) {
-        return answer
-            .map(|r| ("response", r))
-            .map_err(|e| ("response", None, e));
-    }
-    let message =
-        parse_client_message(&bytes).map_err(|e| ("other", None, GatewayError::Malformed(e)))?;
+    let message = match parse_client_message(&bytes) {
+        Ok(m) => m,
+        // Not a request: maybe a handshake-era client answering a server request
+        // Junction sent it (bridge). Only looked at here, off the request path.
+        Err(e) => match crate::bridge::client_response(cx, &bytes) {
+            Some(answer) => {
+                return answer
+                    .map(|r| ("response", r))
+                    .map_err(|e| ("response", None, e))
+            }
+            None => return Err(("other", None, GatewayError::Malformed(e))),
+        },
+    };
 
     let (id, method, params) = match message {
         ClientMessage::Notification { method, .. } => {
