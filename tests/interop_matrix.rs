@@ -1,8 +1,8 @@
 //! The interop matrix (issue 5, item 2): every real upstream behind ONE Junction
 //! route at the same time, every real client through it.
 //!
-//! Upstreams: Python mcp 2.x `MCPServer` stateful+SSE and stateless+JSON (both
-//! eras on one path), Python mcp 1.x `FastMCP` (handshake era only), the
+//! Upstreams: Python mcp 2.x `MCPServer` in all four of stateful/stateless x
+//! SSE/JSON (both eras on one path), Python mcp 1.x `FastMCP` (handshake era only), the
 //! TypeScript `server-everything` over Streamable HTTP (handshake era, sessions),
 //! and a Python mcp 2.x server over stdio that Junction spawns.
 //! Clients: Python 2.x in `auto`, `2026-07-28` and `legacy` modes, Python 1.x,
@@ -42,7 +42,7 @@ fn upstreams() -> Vec<Upstream> {
     let ev = peers::npm_version("@modelcontextprotocol/server-everything");
     vec![
         Upstream {
-            id: "m2sse",
+            id: "m2-sf-sse",
             peer: format!("Python mcp {py2} MCPServer"),
             era: "stateful, SSE (2026-07-28 + handshake)",
             tool: "py_add",
@@ -51,13 +51,31 @@ fn upstreams() -> Vec<Upstream> {
             listed: &["py_add", "py_echo", "py_lookup", "py_confirm", "py_slow"],
         },
         Upstream {
-            id: "m2json",
+            id: "m2-sl-json",
             peer: format!("Python mcp {py2} MCPServer"),
             era: "stateless, JSON (2026-07-28 + handshake)",
             tool: "py_lookup",
             args: json!({"region": "eu-1", "q": "x"}),
             expect: "eu-1:x",
             listed: &["py_add", "py_echo", "py_lookup"],
+        },
+        Upstream {
+            id: "m2-sl-sse",
+            peer: format!("Python mcp {py2} MCPServer"),
+            era: "stateless, SSE (2026-07-28 + handshake)",
+            tool: "py_echo",
+            args: json!({"text": "stateless sse"}),
+            expect: "stateless sse",
+            listed: &["py_add", "py_echo"],
+        },
+        Upstream {
+            id: "m2-sf-json",
+            peer: format!("Python mcp {py2} MCPServer"),
+            era: "stateful, JSON (2026-07-28 + handshake)",
+            tool: "py_add",
+            args: json!({"a": 7, "b": 8}),
+            expect: "15",
+            listed: &["py_add", "py_echo"],
         },
         Upstream {
             id: "m1",
@@ -312,14 +330,15 @@ async fn run_client(client: Client, url: &str, ups: &[Upstream]) -> Result<Seen,
 }
 
 /// The expected catalog: every listed tool of every upstream is present, all
-/// names carry a prefix of the route, upstreams come in config order.
-fn catalog_problems(tools: &[String], ups: &[Upstream]) -> Vec<String> {
+/// names carry a prefix of the route, upstreams come in config order. Each
+/// problem names the upstream it belongs to (None: the whole catalog).
+fn catalog_problems(tools: &[String], ups: &[Upstream]) -> Vec<(Option<&'static str>, String)> {
     let mut problems = Vec::new();
     for u in ups {
         for t in u.listed {
             let name = format!("{}__{t}", u.id);
             if !tools.contains(&name) {
-                problems.push(format!("{name} missing"));
+                problems.push((Some(u.id), format!("{name} missing from tools/list")));
             }
         }
     }
@@ -331,18 +350,20 @@ fn catalog_problems(tools: &[String], ups: &[Upstream]) -> Vec<String> {
         })
         .collect();
     if order.len() != tools.len() {
-        problems.push("a name without an upstream prefix".to_owned());
+        problems.push((None, "a name without an upstream prefix".to_owned()));
     }
     if order.windows(2).any(|w| w[0] > w[1]) {
-        problems.push("upstreams not in config order".to_owned());
+        problems.push((None, "upstreams not in config order".to_owned()));
     }
     problems
 }
 
-async fn start_upstreams() -> (Vec<Peer>, String) {
-    let (m2sse, m2json, m1, ev) = tokio::join!(
+async fn start_upstreams(ups: &[Upstream]) -> (Vec<Peer>, String) {
+    let (sf_sse, sl_json, sl_sse, sf_json, m1, ev) = tokio::join!(
         peers::python_server("py-mcp2", "server_modern.py", &["--stateful", "--sse"]),
         peers::python_server("py-mcp2", "server_modern.py", &["--stateless", "--json"]),
+        peers::python_server("py-mcp2", "server_modern.py", &["--stateless", "--sse"]),
+        peers::python_server("py-mcp2", "server_modern.py", &["--stateful", "--json"]),
         peers::python_server("py-mcp1", "server_legacy.py", &["--stateful", "--sse"]),
         peers::server_everything(),
     );
@@ -355,17 +376,21 @@ async fn start_upstreams() -> (Vec<Peer>, String) {
         "0",
         "--stdio"
     ]);
-    let yaml = format!(
-        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: m2sse, url: {}}}\n  - {{id: m2json, url: {}}}\n  - {{id: m1, url: {}}}\n  - {{id: ev, url: {}}}\n  - {{id: stdio, command: {stdio}}}\n",
-        m2sse.url, m2json.url, m1.url, ev.url
-    );
-    (vec![m2sse, m2json, m1, ev], yaml)
+    // HTTP upstreams in the order of `upstreams()`, then the stdio one.
+    let running = vec![sf_sse, sl_json, sl_sse, sf_json, m1, ev];
+    let mut yaml = String::from("server: {listen: 127.0.0.1:0}\nupstreams:\n");
+    for (u, peer) in ups.iter().zip(&running) {
+        yaml += &format!("  - {{id: {}, url: {}}}\n", u.id, peer.url);
+    }
+    let last = ups.last().expect("the stdio upstream is last");
+    yaml += &format!("  - {{id: {}, command: {stdio}}}\n", last.id);
+    (running, yaml)
 }
 
 #[tokio::test]
 async fn every_client_sees_and_calls_every_upstream_through_one_route() {
     let ups = upstreams();
-    let (peers_running, yaml) = start_upstreams().await;
+    let (peers_running, yaml) = start_upstreams(&ups).await;
     let gw: Gateway = spawn_gateway(Path::new(env!("CARGO_BIN_EXE_junction")), &yaml).await;
     let url = gw.url("/mcp");
 
@@ -378,7 +403,7 @@ async fn every_client_sees_and_calls_every_upstream_through_one_route() {
     }
 
     let mut table = vec![format!(
-        "{:<48} {:<8} {:<7} {}",
+        "{:<48} {:<10} {:<7} {}",
         "client", "upstream", "result", "detail"
     )];
     let mut failures = 0;
@@ -390,7 +415,7 @@ async fn every_client_sees_and_calls_every_upstream_through_one_route() {
             Err(why) => {
                 failures += ups.len();
                 for u in &ups {
-                    table.push(format!("{cname:<48} {:<8} FAIL    {why}", u.id));
+                    table.push(format!("{cname:<48} {:<10} FAIL    {why}", u.id));
                     record_pair(&cname, "?", u, false, why);
                 }
                 continue;
@@ -399,25 +424,28 @@ async fn every_client_sees_and_calls_every_upstream_through_one_route() {
         let mut catalog = catalog_problems(&seen.tools, &ups);
         if let Some(want) = client.expected_protocol() {
             if !seen.protocol.starts_with(want) {
-                catalog.push(format!(
-                    "negotiated {:?}, want {want}… (the era under test)",
-                    seen.protocol
+                catalog.push((
+                    None,
+                    format!(
+                        "negotiated {:?}, want {want}… (the era under test)",
+                        seen.protocol
+                    ),
                 ));
             }
         }
         match &reference {
             None => reference = Some(seen.tools.clone()),
-            Some(first) if *first != seen.tools => catalog.push(format!(
-                "catalog differs from the first client's: {:?}",
-                seen.tools
+            Some(first) if *first != seen.tools => catalog.push((
+                None,
+                format!("catalog differs from the first client's: {:?}", seen.tools),
             )),
             Some(_) => {}
         }
         for (u, r) in ups.iter().zip(&seen.results) {
             let mut why: Vec<String> = catalog
                 .iter()
-                .filter(|p| p.starts_with(&format!("{}__", u.id)) || !p.contains("__"))
-                .cloned()
+                .filter(|(owner, _)| owner.is_none_or(|id| id == u.id))
+                .map(|(_, p)| p.clone())
                 .collect();
             match r {
                 Ok(t) if t == u.expect => {}
@@ -435,7 +463,7 @@ async fn every_client_sees_and_calls_every_upstream_through_one_route() {
                 why.join("; ")
             };
             table.push(format!(
-                "{cname:<48} {:<8} {:<7} {detail}",
+                "{cname:<48} {:<10} {:<7} {detail}",
                 u.id,
                 if ok { "ok" } else { "FAIL" }
             ));
