@@ -494,3 +494,88 @@ async fn a_stdio_legacy_servers_elicitation_is_answered_by_a_modern_client() {
         done.text()
     );
 }
+
+mod foreign_principal {
+    use super::*;
+
+    const ISSUER: &str = "https://idp.junction.test";
+    const PUBLIC: &str = "http://junction.test";
+
+    fn keys() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/policy/tests/keys")
+    }
+
+    fn bearer(sub: &str) -> String {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let claims =
+            json!({"iss": ISSUER, "sub": sub, "aud": PUBLIC, "iat": now, "exp": now + 600});
+        let pem = std::fs::read(keys().join("rsa1.pem")).unwrap();
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+        header.kid = Some("k1".into());
+        let t = jsonwebtoken::encode(
+            &header,
+            &claims,
+            &jsonwebtoken::EncodingKey::from_rsa_pem(&pem).unwrap(),
+        )
+        .unwrap();
+        format!("Bearer {t}")
+    }
+
+    /// A held call belongs to the caller it was held for: another
+    /// authenticated caller with the same requestState is refused, and the
+    /// upstream never sees that caller's answers.
+    #[tokio::test]
+    async fn another_principal_cannot_answer_a_held_call() {
+        let old = MockUpstream::start(MockSpec::legacy(
+            "old",
+            vec![MockTool::new(
+                "ask",
+                json!({"type": "object"}),
+                Behavior::InputRequired,
+            )],
+        ))
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let jwks: Value =
+            serde_json::from_slice(&std::fs::read(keys().join("public-jwk.json")).unwrap())
+                .unwrap();
+        let mut k = jwks["rsa1"].clone();
+        k["kid"] = json!("k1");
+        k["alg"] = json!("RS256");
+        k["use"] = json!("sig");
+        let jwks_path = dir.path().join("jwks.json");
+        std::fs::write(&jwks_path, json!({"keys": [k]}).to_string()).unwrap();
+        let yaml = format!(
+            "server: {{listen: 127.0.0.1:0, public_url: \"{PUBLIC}\"}}\nupstreams:\n  - {{id: old, url: \"{}\"}}\nauth:\n  jwt: {{issuer: \"{ISSUER}\", jwks_file: \"{}\"}}\n",
+            old.url,
+            jwks_path.display()
+        );
+        let gw = spawn_gateway(bin(), &yaml).await;
+        let caps = json!({"elicitation": {}});
+        let alice = TestClient::modern(&gw.url("/mcp"))
+            .with_capabilities(caps.clone())
+            .with_header("authorization", &bearer("alice"));
+        let bob = TestClient::modern(&gw.url("/mcp"))
+            .with_capabilities(caps)
+            .with_header("authorization", &bearer("bob"));
+        let first = alice.call_tool("old__ask", json!({})).await;
+        let r = first.result().clone();
+        assert_eq!(r["resultType"], "input_required", "{}", first.text());
+        let retry = json!({"name": "old__ask", "arguments": {},
+                           "inputResponses": accept_all(&r, json!({"ok": true})),
+                           "requestState": r["requestState"]});
+        let stolen = bob.request("tools/call", retry.clone()).await;
+        assert_eq!(stolen.error_code(), Some(-32602), "{}", stolen.text());
+        assert!(answers_upstream_got(&old).is_empty());
+        let mine = alice.request("tools/call", retry).await;
+        assert_eq!(
+            mine.result()["structuredContent"]["elicitation"]["action"],
+            "accept",
+            "{}",
+            mine.text()
+        );
+    }
+}
