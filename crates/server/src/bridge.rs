@@ -147,7 +147,7 @@ impl Driver {
                     return Next::Done(self.complete(raw));
                 }
                 Some(Ok(Bridged::ServerRequest(r))) if self.finish.modern => {
-                    if let Some(next) = self.hold_for_modern(r).await {
+                    if let Some(next) = self.hold_for_modern(r, sink).await {
                         return next;
                     }
                 }
@@ -220,7 +220,11 @@ impl Driver {
     /// Modern client: collect the server requests sent together, refuse what
     /// the client did not declare, hold the call and answer `input_required`.
     /// `None`: nothing to ask, keep reading.
-    async fn hold_for_modern(&mut self, first: ServerRequest) -> Option<Next> {
+    async fn hold_for_modern(
+        &mut self,
+        first: ServerRequest,
+        sink: Option<&mpsc::Sender<Bytes>>,
+    ) -> Option<Next> {
         let mut batch = vec![first];
         let mut after = None;
         while let Some(stream) = self.stream.as_mut() {
@@ -242,9 +246,16 @@ impl Driver {
             }
         }
         match after {
-            // Progress sent while asking: it cannot reach a client that is not
-            // streaming; the call stays held regardless.
-            Some(Ok(Bridged::Event(UpstreamEvent::Notification(_)))) | None => {}
+            // Progress sent while asking goes out first on a stream already
+            // open; a client that is not streaming gets the result only.
+            Some(Ok(Bridged::Event(UpstreamEvent::Notification(n)))) => {
+                if let (Some(tx), true) = (sink, self.relay_notifications) {
+                    let _ = tx
+                        .send(crate::response::sse_event(n.get().as_bytes()))
+                        .await;
+                }
+            }
+            None => {}
             // The upstream finished without waiting for answers: nothing to ask.
             Some(other) => {
                 for r in &asks {
