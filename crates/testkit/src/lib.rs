@@ -5,6 +5,8 @@
 //!   `FaultyUpstream` (one scripted fault each) and a stdio fault fixture.
 //! - `client`: a JSON-RPC test client for both eras (hyper-util, no reqwest).
 //! - `gateway`: `spawn_gateway()`, which runs the built `junction` binary.
+//! - `peers`: the real third-party peers of tests/interop (pinned venvs and npm
+//!   folder from setup.sh), spawned and waited for by their `READY <port>` line.
 //!
 //! It implements the protocol from the spec, never from Junction's own crates
 //! (it depends on none of them), so a shared misunderstanding cannot hide a bug.
