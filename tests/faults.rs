@@ -381,3 +381,36 @@ async fn stdio_faults_crash_respawn_garbage_and_stderr_floods() {
     assert_alive(&mut gw);
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn the_response_size_limit_is_per_upstream() {
+    // The same 300 KB answer from two upstreams: one allows 64 KiB, one the default.
+    let small = FaultyUpstream::start(Fault::HugeBody(300_000))
+        .await
+        .on_methods(&["tools/call"]);
+    let roomy = FaultyUpstream::start(Fault::HugeBody(300_000))
+        .await
+        .on_methods(&["tools/call"]);
+    let yaml = format!(
+        "{}    max_response_bytes: 64KiB\n{}",
+        upstream_yaml("small", &small.url),
+        upstream_yaml("roomy", &roomy.url)
+    );
+    let mut gw = gateway(&yaml).await;
+    let c = TestClient::modern(&gw.url("/mcp"));
+    let refused = c.call_tool("small__echo", json!({})).await;
+    assert_eq!(refused.error_code(), Some(PROTOCOL), "{}", refused.text());
+    assert!(
+        refused.text().contains("max_response_bytes"),
+        "the error names the limit: {}",
+        refused.text()
+    );
+    let fine = c.call_tool("roomy__echo", json!({})).await;
+    assert!(
+        fine.error_code().is_none(),
+        "{}",
+        &fine.text()[..200.min(fine.text().len())]
+    );
+    assert!(fine.text().len() > 300_000);
+    assert_alive(&mut gw);
+}

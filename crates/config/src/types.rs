@@ -69,6 +69,8 @@ pub struct UpstreamConfig {
     pub protocol: ProtocolPref,
     /// Cache TTL for tool lists of handshake-era upstreams (modern ones send `ttlMs`).
     pub list_ttl: Duration,
+    /// Largest response body, SSE event or stdio line accepted (else -31003).
+    pub max_response_bytes: usize,
 }
 
 #[derive(Clone, Debug)]

@@ -22,6 +22,7 @@ const KEYS: &[&str] = &[
     "protocol",
     "list_ttl",
     "ca_file",
+    "max_response_bytes",
 ];
 const HTTP_ONLY: &[&str] = &[
     "headers",
@@ -30,6 +31,9 @@ const HTTP_ONLY: &[&str] = &[
     "ca_file",
 ];
 const STDIO_ONLY: &[&str] = &["env", "cwd"];
+/// Largest response body, SSE event or stdio line taken from an upstream.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+const MIN_RESPONSE_BYTES: usize = 64 * 1024;
 
 /// The valid upstreams, and every well-formed unique id declared (in order),
 /// so that routes naming an upstream whose other keys are broken do not
@@ -73,6 +77,13 @@ pub(crate) fn upstreams(ctx: &mut Ctx, root: &Obj) -> (Vec<UpstreamConfig>, Vec<
             _ => ProtocolPref::Auto,
         };
         let list_ttl = o.duration(ctx, "list_ttl", Duration::from_secs(60));
+        let max_response_bytes = o.size(ctx, "max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES);
+        if max_response_bytes < MIN_RESPONSE_BYTES {
+            ctx.err(
+                &o.key_path("max_response_bytes"),
+                format!("must be at least {MIN_RESPONSE_BYTES} bytes (64KiB): smaller would refuse ordinary tool lists"),
+            );
+        }
         if let (Some(id), Some(transport)) = (id, transport) {
             out.push(UpstreamConfig {
                 id,
@@ -80,6 +91,7 @@ pub(crate) fn upstreams(ctx: &mut Ctx, root: &Obj) -> (Vec<UpstreamConfig>, Vec<
                 timeout,
                 protocol,
                 list_ttl,
+                max_response_bytes,
             });
         }
     }

@@ -365,6 +365,7 @@ fn upstream_spec(
         transport,
         timeout: u.timeout,
         era,
+        max_message_bytes: u.max_response_bytes,
     })
 }
 
@@ -384,5 +385,8 @@ fn fingerprint(spec: &UpstreamSpec, list_ttl: Duration) -> String {
         EraPref::Modern => "modern",
         EraPref::Legacy => "legacy",
     };
-    format!("{transport}|{:?}|{era}|{list_ttl:?}", spec.timeout)
+    format!(
+        "{transport}|{:?}|{era}|{list_ttl:?}|{}",
+        spec.timeout, spec.max_message_bytes
+    )
 }

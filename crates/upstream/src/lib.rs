@@ -43,7 +43,12 @@ pub struct UpstreamSpec {
     /// Default per-request deadline (connect + whole response).
     pub timeout: Duration,
     pub era: EraPref,
+    /// Largest response body, SSE event or stdio line accepted from it.
+    pub max_message_bytes: usize,
 }
+
+/// The default of `UpstreamSpec::max_message_bytes` (`upstreams[].max_response_bytes`).
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = sse::MAX_MESSAGE_BYTES;
 
 /// `Debug` prints header names only: values may hold upstream credentials.
 #[derive(Clone)]
@@ -197,18 +202,17 @@ impl Upstream {
                 ca_file.as_deref(),
                 spec.era,
                 changes.clone(),
+                spec.max_message_bytes,
             )?),
             TransportSpec::Stdio { command, env, cwd } => {
                 if command.is_empty() {
                     return Err(UpstreamError::Unavailable("empty stdio command".to_owned()));
                 }
                 Transport::Stdio(stdio::StdioTransport::new(
-                    &spec.id,
+                    &spec,
                     command.clone(),
                     env.clone(),
                     cwd.clone(),
-                    spec.timeout,
-                    spec.era,
                     changes.clone(),
                 ))
             }
@@ -425,6 +429,7 @@ mod tests {
             },
             timeout: Duration::from_secs(5),
             era: EraPref::Modern,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
         };
         let cfg = BreakerConfig {
             failure_threshold: 2,

@@ -177,6 +177,7 @@ async fn stdio_elicitation_goes_to_the_one_call_in_flight_and_back_on_stdin() {
         },
         timeout: Duration::from_secs(10),
         era: EraPref::Legacy,
+        max_message_bytes: junction_upstream::DEFAULT_MAX_MESSAGE_BYTES,
     })
     .expect("upstream");
     let mut stream = up.request(call("ask")).await.expect("request");

@@ -20,6 +20,7 @@ fn spec(url: &str, headers: Vec<(String, String)>, ca_file: Option<&str>) -> Ups
         },
         timeout: Duration::from_secs(5),
         era: EraPref::Auto,
+        max_message_bytes: junction_upstream::DEFAULT_MAX_MESSAGE_BYTES,
     }
 }
 
@@ -60,7 +61,7 @@ async fn oversized_json_body_is_a_protocol_error() {
     let up = http_upstream(&fake.url, EraPref::Modern);
     let err = up.list_tools_page(None).await.expect_err("too big");
     assert!(
-        matches!(&err, UpstreamError::Protocol(m) if m.contains("16 MiB")),
+        matches!(&err, UpstreamError::Protocol(m) if m.contains("max_response_bytes")),
         "{err:?}"
     );
 }

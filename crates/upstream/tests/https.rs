@@ -92,6 +92,7 @@ fn upstream(url: &str, ca_file: Option<String>) -> Arc<Upstream> {
         },
         timeout: Duration::from_secs(10),
         era: EraPref::Modern,
+        max_message_bytes: junction_upstream::DEFAULT_MAX_MESSAGE_BYTES,
     })
     .expect("upstream")
 }

@@ -23,6 +23,7 @@ fn stdio_upstream(mode: &str, era: EraPref, timeout: Duration) -> Arc<Upstream> 
         },
         timeout,
         era,
+        max_message_bytes: junction_upstream::DEFAULT_MAX_MESSAGE_BYTES,
     })
     .expect("upstream")
 }
@@ -218,6 +219,7 @@ async fn spawn_failure_is_unavailable() {
         },
         timeout: Duration::from_secs(5),
         era: EraPref::Auto,
+        max_message_bytes: junction_upstream::DEFAULT_MAX_MESSAGE_BYTES,
     })
     .expect("upstream");
     let err = up.request(call("pid")).await.expect_err("spawn fails");

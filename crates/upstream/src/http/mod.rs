@@ -84,6 +84,7 @@ impl HttpTransport {
         ca_file: Option<&Path>,
         pref: EraPref,
         changes: tokio::sync::broadcast::Sender<String>,
+        max_message: usize,
     ) -> Result<HttpTransport, UpstreamError> {
         let uri = wire::parse_url(url)?;
         let mut static_headers = Vec::with_capacity(headers.len());
@@ -102,6 +103,7 @@ impl HttpTransport {
                 uri,
                 static_headers,
                 changes,
+                max_message,
             }),
             pref,
             ids: IdGen::default(),
@@ -168,7 +170,7 @@ impl HttpTransport {
                 Ok(None)
             }
         };
-        match wire::read_answer(resp, id, None, deadline).await {
+        match wire::read_answer(resp, id, None, deadline, self.wire.max_message).await {
             Err(
                 e
                 @ (UpstreamError::Timeout | UpstreamError::Unavailable(_) | UpstreamError::Closed),
@@ -193,7 +195,9 @@ impl HttpTransport {
             .send(Method::POST, body, HeaderMap::new(), &[], deadline)
             .await?;
         let session = resp.headers().get(SESSION_HEADER).cloned();
-        let result = match wire::read_answer(resp, id, None, deadline).await? {
+        let result = match wire::read_answer(resp, id, None, deadline, self.wire.max_message)
+            .await?
+        {
             Answer::Stream(inner) => drain(inner, deadline).await?.map_err(UpstreamError::Rpc)?,
             Answer::RpcError { error, .. } => return Err(UpstreamError::Rpc(error)),
             Answer::Status { status, body } => return Err(UpstreamError::Http { status, body }),
@@ -290,9 +294,10 @@ impl HttpTransport {
                 headers: headers.clone(),
             })
         });
-        let answer = wire::read_answer(resp, id, responder.clone(), deadline)
-            .await
-            .map_err(Attempt::Failed)?;
+        let answer =
+            wire::read_answer(resp, id, responder.clone(), deadline, self.wire.max_message)
+                .await
+                .map_err(Attempt::Failed)?;
         match answer {
             Answer::Stream(inner) => {
                 let guard = legacy.then(|| cancel_guard(self.wire.clone(), headers, id));
@@ -370,7 +375,15 @@ impl HttpTransport {
             wire: self.wire.clone(),
             headers,
         });
-        match wire::read_answer(resp, 0, Some(responder.clone()), deadline).await? {
+        match wire::read_answer(
+            resp,
+            0,
+            Some(responder.clone()),
+            deadline,
+            self.wire.max_message,
+        )
+        .await?
+        {
             Answer::Stream(inner @ Inner::Sse(_)) => Ok(Some(
                 ResponseStream::new(inner, deadline, None).with_replier(Replier::Http(responder)),
             )),

@@ -21,7 +21,7 @@ use rustls::pki_types::CertificateDer;
 use tokio::time::Instant;
 
 use crate::envelope::{self, Incoming as Msg};
-use crate::sse::{SseParser, MAX_MESSAGE_BYTES};
+use crate::sse::SseParser;
 use crate::stream::{is_bridgeable, Bridged, Inner, Item, ServerRequest};
 use crate::{UpstreamError, UpstreamEvent};
 
@@ -106,6 +106,8 @@ pub(crate) struct Wire {
     pub(crate) uri: Uri,
     pub(crate) static_headers: Vec<(HeaderName, HeaderValue)>,
     pub(crate) changes: tokio::sync::broadcast::Sender<String>,
+    /// `upstreams[].max_response_bytes`: largest body or SSE event accepted.
+    pub(crate) max_message: usize,
 }
 
 impl Wire {
@@ -223,6 +225,7 @@ pub(crate) async fn read_answer(
     our_id: i64,
     responder: Option<Arc<Responder>>,
     deadline: Instant,
+    max: usize,
 ) -> Result<Answer, UpstreamError> {
     let status = resp.status();
     let content_type = resp
@@ -235,14 +238,14 @@ pub(crate) async fn read_answer(
     if status.is_success() && content_type.starts_with("text/event-stream") {
         return Ok(Answer::Stream(Inner::Sse(Box::new(SseBody {
             body,
-            parser: SseParser::default(),
+            parser: SseParser::with_limit(max),
             queue: Default::default(),
             our_id,
             ended: false,
             responder,
         }))));
     }
-    let bytes = tokio::time::timeout_at(deadline, read_capped(body))
+    let bytes = tokio::time::timeout_at(deadline, read_capped(body, max))
         .await
         .map_err(|_| UpstreamError::Timeout)??;
     if status == StatusCode::OK || (status.is_success() && !bytes.is_empty()) {
@@ -303,16 +306,16 @@ fn response_item(
     }
 }
 
-async fn read_capped(mut body: Incoming) -> Result<Bytes, UpstreamError> {
+async fn read_capped(mut body: Incoming, max: usize) -> Result<Bytes, UpstreamError> {
     let mut buf = Vec::new();
     while let Some(frame) = body.frame().await {
         let frame =
             frame.map_err(|e| UpstreamError::Protocol(format!("body broke off: {}", chain(&e))))?;
         if let Some(data) = frame.data_ref() {
-            if buf.len() + data.len() > MAX_MESSAGE_BYTES {
-                return Err(UpstreamError::Protocol(
-                    "response body exceeds 16 MiB".to_owned(),
-                ));
+            if buf.len() + data.len() > max {
+                return Err(UpstreamError::Protocol(format!(
+                    "response body exceeds {max} bytes (upstreams[].max_response_bytes)"
+                )));
             }
             buf.extend_from_slice(data);
         }

@@ -48,25 +48,27 @@ pub(crate) struct StdioTransport {
     // Single-flight spawn + probe; holds the crash-loop backoff.
     spawn: tokio::sync::Mutex<SpawnState>,
     changes: tokio::sync::broadcast::Sender<String>,
+    /// `upstreams[].max_response_bytes`: longest stdout line accepted.
+    max_message: usize,
 }
 
 impl StdioTransport {
+    /// `spec` gives id, timeout, era and limits; the stdio parts come apart.
     pub(crate) fn new(
-        upstream: &str,
+        spec: &crate::UpstreamSpec,
         command: Vec<String>,
         env: Vec<(String, String)>,
         cwd: Option<PathBuf>,
-        timeout: Duration,
-        pref: EraPref,
         changes: tokio::sync::broadcast::Sender<String>,
     ) -> StdioTransport {
         StdioTransport {
-            upstream: upstream.to_owned(),
+            upstream: spec.id.clone(),
             command,
             env,
             cwd,
-            timeout,
-            pref,
+            timeout: spec.timeout,
+            pref: spec.era,
+            max_message: spec.max_message_bytes,
             ids: Arc::default(),
             current: ArcSwapOption::empty(),
             spawn: tokio::sync::Mutex::new(SpawnState::default()),
@@ -127,6 +129,7 @@ impl StdioTransport {
             &self.env,
             self.cwd.as_ref(),
             self.changes.clone(),
+            self.max_message,
         )?;
         let era = match self.pref {
             EraPref::Modern => Ok(Era::Modern),

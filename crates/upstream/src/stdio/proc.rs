@@ -14,7 +14,6 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::envelope::{self, Incoming};
-use crate::sse::MAX_MESSAGE_BYTES;
 use crate::stream::{is_bridgeable, Bridged, Item, ServerRequest};
 use crate::{UpstreamError, UpstreamEvent};
 use junction_protocol::jsonrpc::{Id, RpcError};
@@ -90,6 +89,7 @@ impl Proc {
         env: &[(String, String)],
         cwd: Option<&PathBuf>,
         changes: broadcast::Sender<String>,
+        max_line: usize,
     ) -> Result<Arc<Proc>, UpstreamError> {
         let (program, args) = command
             .split_first()
@@ -126,12 +126,15 @@ impl Proc {
         tokio::spawn(write_loop(stdin, rx, proc.close_stdin.clone()));
         tokio::spawn(read_loop(
             stdout,
-            proc.routes.clone(),
-            proc.writer.clone(),
-            proc.upstream.clone(),
-            proc.dead.clone(),
-            proc.close_stdin.clone(),
-            changes,
+            Reader {
+                routes: proc.routes.clone(),
+                writer: proc.writer.clone(),
+                upstream: proc.upstream.clone(),
+                dead: proc.dead.clone(),
+                close_stdin: proc.close_stdin.clone(),
+                changes,
+                max_line,
+            },
         ));
         tokio::spawn(stderr_loop(stderr, proc.upstream.clone()));
         Ok(proc)
@@ -292,23 +295,36 @@ async fn stderr_loop<R: AsyncRead + Unpin>(stderr: R, upstream: String) {
     }
 }
 
-async fn read_loop<R: AsyncRead + Unpin>(
-    stdout: R,
+/// What the stdout reader shares with its process (never the process itself,
+/// so dropping the `Proc` still kills the child).
+struct Reader {
     routes: Arc<Mutex<RoutesInner>>,
     writer: mpsc::Sender<Vec<u8>>,
     upstream: String,
     dead: CancellationToken,
     close_stdin: CancellationToken,
     changes: broadcast::Sender<String>,
-) {
+    max_line: usize,
+}
+
+async fn read_loop<R: AsyncRead + Unpin>(stdout: R, rd: Reader) {
+    let Reader {
+        routes,
+        writer,
+        upstream,
+        dead,
+        close_stdin,
+        changes,
+        max_line,
+    } = rd;
     let mut r = BufReader::new(stdout);
     loop {
-        match read_line(&mut r, MAX_MESSAGE_BYTES).await {
+        match read_line(&mut r, max_line).await {
             Ok(Some(Line::Text(bytes))) => {
                 handle_line(&bytes, &routes, &writer, &changes, &upstream)
             }
             Ok(Some(Line::TooLong)) => {
-                tracing::warn!(upstream = %upstream, "skipping a stdout line over 16 MiB")
+                tracing::warn!(upstream = %upstream, max_line, "skipping a stdout line over upstreams[].max_response_bytes")
             }
             Ok(None) => break,
             Err(e) => {

@@ -226,6 +226,7 @@ pub fn http_upstream(url: &str, era: EraPref) -> Arc<Upstream> {
         },
         timeout: Duration::from_secs(10),
         era,
+        max_message_bytes: junction_upstream::DEFAULT_MAX_MESSAGE_BYTES,
     })
     .expect("upstream")
 }
