@@ -720,3 +720,34 @@ async fn closing_the_stream_cancels_the_upstream_call() {
         gw.stderr()
     );
 }
+
+#[tokio::test]
+async fn an_upstream_missing_capability_error_reaches_a_modern_client_as_http_400() {
+    let up = MockUpstream::start(MockSpec::modern(
+        "up",
+        vec![MockTool::new(
+            "needs_sampling",
+            obj(),
+            Behavior::Error {
+                code: -32021,
+                message: "this tool needs sampling".into(),
+            },
+        )],
+    ))
+    .await;
+    let yaml = format!(
+        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: up, url: {}}}\n",
+        up.url
+    );
+    let gw = spawn_gateway(bin(), &yaml).await;
+    let c = TestClient::modern(&gw.url("/mcp"));
+    let r = c.call_tool("up__needs_sampling", json!({})).await;
+    assert_eq!(
+        r.status,
+        400,
+        "-32021 is an HTTP 400 like -32020/-32022: {}",
+        r.text()
+    );
+    assert_eq!(r.error_code(), Some(-32021));
+    assert_eq!(r.body["error"]["message"], "this tool needs sampling");
+}

@@ -198,6 +198,9 @@ impl Driver {
                 missing,
             });
         }
+        if err.code == codes::MISSING_CLIENT_CAPABILITY {
+            return Err(GatewayError::UpstreamNeedsCapability(err));
+        }
         Ok((error_bytes(Some(&self.id), &err), "upstream_error"))
     }
 

@@ -85,6 +85,10 @@ pub enum GatewayError {
         missing: Vec<String>,
         detail: String,
     },
+    /// A modern upstream's own -32021 to a modern client: passed through as sent
+    /// (code, message, `requiredCapabilities`), with the HTTP 400 the spec gives it.
+    #[error("{}", .0.message)]
+    UpstreamNeedsCapability(RpcError),
     /// Something the gateway cannot do for this client (yet), e.g. bridging an
     /// `InputRequiredResult` to a handshake-era client.
     #[error("{0}")]
@@ -219,6 +223,9 @@ impl GatewayError {
                 gw(json!({"upstream": upstream})),
             ),
             GatewayError::Unsupported(_) => (StatusCode::OK, codes::INTERNAL_ERROR, gw(json!({}))),
+            GatewayError::UpstreamNeedsCapability(e) => {
+                (StatusCode::BAD_REQUEST, e.code, e.data.clone())
+            }
             GatewayError::MissingClientCapability { missing, .. } => (
                 StatusCode::OK,
                 codes::INVALID_REQUEST,
@@ -294,7 +301,8 @@ impl GatewayError {
             | GatewayError::UnsupportedEncoding(_)
             | GatewayError::BodyTooLarge { .. }
             | GatewayError::HeadersTooLarge(_)
-            | GatewayError::OriginForbidden(_) => "client_error",
+            | GatewayError::OriginForbidden(_)
+            | GatewayError::UpstreamNeedsCapability(_) => "client_error",
             GatewayError::UpstreamUnavailable { .. } => "upstream_unavailable",
             GatewayError::UpstreamTimeout { .. } => "upstream_timeout",
             GatewayError::UpstreamProtocol { .. } => "upstream_protocol",
