@@ -303,13 +303,13 @@ async fn mixed_load_with_restarts_and_reloads_loses_nothing_and_stays_flat() {
     while started.elapsed() < Duration::from_secs(secs) {
         tokio::time::sleep(Duration::from_secs(1)).await;
         tick += 1;
-        if tick % 3 == 0 {
+        if tick.is_multiple_of(3) {
             let down = (tick / 3) % 2 == 1;
             w.flappy.set_down(down).await;
             restarts += u64::from(!down);
         }
-        if tick % 5 == 0 {
-            let ttl = if (tick / 5) % 2 == 0 { "30s" } else { "31s" };
+        if tick.is_multiple_of(5) {
+            let ttl = if (tick / 5).is_multiple_of(2) { "30s" } else { "31s" };
             let yaml = config(&w.alpha.url, &w._beta.url, &w.flappy.url, ttl);
             // Written aside and renamed, as an editor or a ConfigMap swap does:
             // a half-written file is not what this soak is about.
