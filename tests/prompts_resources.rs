@@ -447,3 +447,112 @@ async fn lists_are_cached_for_their_ttl_and_the_last_good_one_is_served() {
     );
     assert_eq!(l.result()["ttlMs"], 0);
 }
+
+#[tokio::test]
+async fn completion_is_routed_by_its_prompt_or_resource() {
+    let w = world("").await;
+    for (n, c) in clients(&w.gw, "/mcp").await.iter().enumerate() {
+        let modern = n == 0;
+        let complete = |reference: Value, argument: Value| {
+            c.request(
+                "completion/complete",
+                json!({"ref": reference, "argument": argument}),
+            )
+        };
+        let values = |r: &junction_testkit::TestResponse| -> Vec<String> {
+            serde_json::from_value(r.result()["completion"]["values"].clone()).unwrap_or_default()
+        };
+        // A prompt of the modern upstream: renamed back to its own name there.
+        let r = complete(
+            json!({"type": "ref/prompt", "name": "alpha__greet"}),
+            json!({"name": "name", "value": "alpha-a"}),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", w.gw.stderr());
+        assert_eq!(values(&r), ["alpha-alice"], "{:?}", r.body);
+        if modern {
+            assert_eq!(r.result()["resultType"], "complete");
+        }
+        // A resource template, routed to the upstream that lists it.
+        let r = complete(
+            json!({"type": "ref/resource", "uri": "mock://alpha/items/{id}"}),
+            json!({"name": "id", "value": ""}),
+        )
+        .await;
+        assert_eq!(values(&r), ["alpha-1", "alpha-2"], "{:?}", r.body);
+        // The handshake-era upstream has no completion: no suggestions, not an error
+        // (with `resultType` for a modern client: the gateway adds it).
+        let r = complete(
+            json!({"type": "ref/prompt", "name": "beta__greet"}),
+            json!({"name": "name", "value": "b"}),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        assert_eq!(r.result()["completion"]["values"], json!([]));
+        assert_eq!(modern, r.result()["resultType"] == "complete");
+        // Unknown references and malformed requests never reach an upstream.
+        for (reference, argument) in [
+            (
+                json!({"type": "ref/prompt", "name": "nope__greet"}),
+                json!({"name": "a", "value": ""}),
+            ),
+            (
+                json!({"type": "ref/resource", "uri": "mock://nowhere/{x}"}),
+                json!({"name": "x", "value": ""}),
+            ),
+            (
+                json!({"type": "ref/tool", "name": "alpha__echo"}),
+                json!({"name": "a", "value": ""}),
+            ),
+            (
+                json!({"type": "ref/prompt", "name": "alpha__greet"}),
+                json!("name"),
+            ),
+        ] {
+            let r = complete(reference.clone(), argument).await;
+            assert_eq!(r.error_code(), Some(-32602), "{reference}: {:?}", r.body);
+        }
+        // The upstream's own error passes through unchanged.
+        let r = complete(
+            json!({"type": "ref/prompt", "name": "alpha__greet"}),
+            json!({"name": "mood", "value": ""}),
+        )
+        .await;
+        assert_eq!(r.error_code(), Some(-32602));
+        assert!(r.error().unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing to complete"));
+    }
+    let asked = w.alpha.requests_for("completion/complete");
+    assert!(asked
+        .iter()
+        .all(|r| r.body["params"]["ref"]["name"] != "alpha__greet"));
+    assert_eq!(w.beta.requests_for("completion/complete").len(), 2);
+}
+
+#[tokio::test]
+async fn both_eras_are_told_completion_and_logging_exist() {
+    let w = world("").await;
+    let d = TestClient::modern(&w.gw.url("/mcp"))
+        .request("server/discover", json!({}))
+        .await;
+    let legacy = TestClient::legacy(&w.gw.url("/mcp"), "2025-11-25");
+    let init = legacy.initialize().await;
+    for caps in [&d.result()["capabilities"], &init.result()["capabilities"]] {
+        assert!(caps["completions"].is_object(), "{caps}");
+        assert!(caps["logging"].is_object(), "{caps}");
+    }
+    let solo = TestClient::modern(&w.gw.url("/solo"));
+    let r = solo
+        .request(
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "greet"}, "argument": {"name": "name", "value": ""}}),
+        )
+        .await;
+    assert_eq!(
+        r.result()["completion"]["values"],
+        json!(["alpha-alice", "alpha-bob"]),
+        "prefix: never keeps the name"
+    );
+}

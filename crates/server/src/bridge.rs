@@ -67,6 +67,10 @@ pub(crate) struct Driver {
     pub(crate) sse_ok: bool,
     /// Progress and log notifications go to the client (tools/call).
     pub(crate) relay_notifications: bool,
+    /// Which log messages among them the client asked for.
+    pub(crate) log: crate::logging::LogFilter,
+    /// Set for a handshake-era client's call: its `notifications/cancelled`.
+    pub(crate) cancel: Option<crate::cancel::Cancel>,
     /// Applied to a finished result (cache hints of resources/read).
     pub(crate) on_result: Option<fn(Box<RawValue>) -> Box<RawValue>>,
     /// An upstream `-32601` means this unknown-name error (prompts, resources).
@@ -129,7 +133,10 @@ impl Driver {
                     return Next::Done(Err(GatewayError::from_upstream(self.upstream(), e)))
                 }
                 Some(Ok(Bridged::Event(UpstreamEvent::Notification(n)))) => {
-                    if self.relay_notifications && (self.sse_ok || sink.is_some()) {
+                    if self.relay_notifications
+                        && (self.sse_ok || sink.is_some())
+                        && self.log.passes(&n)
+                    {
                         return Next::Notify(n);
                     }
                 }
@@ -252,7 +259,7 @@ impl Driver {
             // Progress sent while asking goes out first on a stream already
             // open; a client that is not streaming gets the result only.
             Some(Ok(Bridged::Event(UpstreamEvent::Notification(n)))) => {
-                if let (Some(tx), true) = (sink, self.relay_notifications) {
+                if let (Some(tx), true) = (sink, self.relay_notifications && self.log.passes(&n)) {
                     let _ = tx
                         .send(crate::response::sse_event(n.get().as_bytes()))
                         .await;

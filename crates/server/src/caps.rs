@@ -13,6 +13,11 @@ use crate::state::State;
 /// from reloads. Resource updates need an upstream that can deliver them
 /// outside a request (HTTP; stdio upstreams only send list changes there), so
 /// `subscribe` is advertised only when some upstream is one.
+///
+/// `completions` and `logging` are Junction's own: completion is routed to the
+/// upstream of the prompt or resource (one without completion answers "no
+/// suggestions"), and log messages are relayed at the level each client asked
+/// for (`logging`).
 pub fn advertised(state: &State) -> Value {
     let subscribe = state
         .upstreams
@@ -22,6 +27,8 @@ pub fn advertised(state: &State) -> Value {
         "tools": {"listChanged": true},
         "prompts": {"listChanged": true},
         "resources": {"listChanged": true, "subscribe": subscribe},
+        "completions": {},
+        "logging": {},
     })
 }
 

@@ -8,7 +8,7 @@
 
 use http::{Response, StatusCode};
 use junction_protocol::codes;
-use junction_protocol::jsonrpc::{Id, RawParams};
+use junction_protocol::jsonrpc::{Id, RawParams, RpcError};
 use junction_upstream::{UpstreamError, UpstreamEvent, UpstreamRequest};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -21,7 +21,7 @@ use crate::list_cache::{self, Listed};
 use crate::mcp::Cx;
 use crate::response::{self, Body};
 use crate::state::UpstreamEntry;
-use crate::tools::{forwarded_meta, ClientSide, Finisher};
+use crate::tools::{ClientSide, Finisher};
 
 /// One upstream's whole list for a method.
 #[derive(Clone)]
@@ -187,6 +187,20 @@ async fn fetch_page(
         params,
         ..UpstreamRequest::default()
     };
+    match answer_of(u, req).await? {
+        Ok(raw) => Ok(Some(raw)),
+        Err(e) if e.code == codes::METHOD_NOT_FOUND => Ok(None),
+        Err(e) => Err(GatewayError::from_upstream(&u.id, UpstreamError::Rpc(e))),
+    }
+}
+
+/// The final answer of one request whose notifications nobody needs: the raw
+/// result, or the upstream's JSON-RPC error as it sent it.
+pub(crate) async fn answer_of(
+    u: &UpstreamEntry,
+    req: UpstreamRequest,
+) -> Result<Result<Box<RawValue>, RpcError>, GatewayError> {
+    let method = req.method.clone();
     let mut stream = u
         .client
         .request(req)
@@ -195,11 +209,8 @@ async fn fetch_page(
     while let Some(event) = stream.next().await {
         match event.map_err(|e| GatewayError::from_upstream(&u.id, e))? {
             UpstreamEvent::Notification(_) => continue,
-            UpstreamEvent::Result(raw) => return Ok(Some(raw)),
-            UpstreamEvent::Error(e) if e.code == codes::METHOD_NOT_FOUND => return Ok(None),
-            UpstreamEvent::Error(e) => {
-                return Err(GatewayError::from_upstream(&u.id, UpstreamError::Rpc(e)))
-            }
+            UpstreamEvent::Result(raw) => return Ok(Ok(raw)),
+            UpstreamEvent::Error(e) => return Ok(Err(e)),
         }
     }
     Err(GatewayError::UpstreamProtocol {
@@ -260,6 +271,8 @@ pub(crate) async fn forward(
         // Progress and log notifications are not relayed on these methods (yet):
         // the client gets the final answer.
         relay_notifications: false,
+        log: client.log_filter(),
+        cancel: client.cancellable(cx, id),
         on_result: (modern && method == "resources/read").then_some(with_cache_hints as fn(_) -> _),
         // Junction serves the method; an upstream that does not has no such
         // prompt or resource, which is the client's unknown-name error.
@@ -283,7 +296,7 @@ pub(crate) async fn forward(
             return Err(e);
         }
     };
-    let meta = forwarded_meta(&params);
+    let meta = client.upstream_meta(&params);
     let mut out = RawParams::new();
     for (k, v) in params {
         match k.as_str() {

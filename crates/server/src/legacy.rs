@@ -8,6 +8,7 @@ use junction_protocol::version;
 use serde_json::{json, Value};
 
 use crate::error::GatewayError;
+use crate::logging::Level;
 use crate::mcp::{param_str, Cx};
 use crate::modern::server_info;
 use crate::response::{self, Body};
@@ -24,7 +25,7 @@ pub async fn dispatch(
     if method == "initialize" {
         return initialize(cx, id, params.as_ref());
     }
-    let session = current_session(cx)?;
+    let (session, key) = current_session(cx)?;
     if let Some(v) = cx.header("mcp-protocol-version") {
         if v != session.v {
             return Err(GatewayError::HeaderMismatch(format!(
@@ -34,10 +35,14 @@ pub async fn dispatch(
         }
     }
     let client = ClientSide::Legacy {
-        capabilities: session.caps.clone(),
+        capabilities: session.caps,
+        log: cx.state.hub.log_levels.get(&key),
+        session: key,
     };
     match method {
         "ping" => Ok(ok(id, json!({}))),
+        "logging/setLevel" => set_level(cx, id, params.as_ref(), &client),
+        "completion/complete" => crate::completion::complete(cx, id, params, &client).await,
         "tools/list" => tools::list(cx, id, params.as_ref(), &client).await,
         "tools/call" => tools::call(cx, id, params, &client).await,
         "prompts/list" => prompts::list(cx, id, params.as_ref(), &client).await,
@@ -52,7 +57,8 @@ pub async fn dispatch(
     }
 }
 
-fn current_session(cx: &Cx<'_>) -> Result<Session, GatewayError> {
+/// The session and its `session::key`.
+fn current_session(cx: &Cx<'_>) -> Result<(Session, String), GatewayError> {
     let token = cx.header("mcp-session-id").ok_or_else(|| {
         GatewayError::SessionRequired("Mcp-Session-Id header is required after initialize".into())
     })?;
@@ -60,7 +66,37 @@ fn current_session(cx: &Cx<'_>) -> Result<Session, GatewayError> {
     if s.p != cx.principal {
         return Err(GatewayError::SessionNotFound);
     }
-    Ok(s)
+    Ok((s, session::key(token)))
+}
+
+/// `logging/setLevel`: remembered for the session (see `logging`), answered `{}`.
+fn set_level(
+    cx: &Cx<'_>,
+    id: &Id,
+    params: Option<&RawParams>,
+    client: &ClientSide,
+) -> Result<Response<Body>, GatewayError> {
+    let ClientSide::Legacy { session, .. } = client else {
+        return Err(GatewayError::LegacyMethodNotFound(
+            "logging/setLevel".into(),
+        ));
+    };
+    let level = param_str(params, "level")?
+        .ok_or_else(|| GatewayError::InvalidParams("logging/setLevel needs params.level".into()))?;
+    let level = Level::parse(&level).ok_or_else(|| {
+        GatewayError::InvalidParams(format!(
+            "params.level {level:?} is not one of {}",
+            Level::NAMES.join(", ")
+        ))
+    })?;
+    cx.state
+        .hub
+        .log_levels
+        .set(session, level, cx.state.config.sessions.ttl)
+        .map_err(|()| {
+            GatewayError::Unsupported("too many sessions with a log level on this replica".into())
+        })?;
+    Ok(ok(id, json!({})))
 }
 
 fn initialize(
@@ -119,4 +155,21 @@ pub fn delete_session(cx: &Cx<'_>) -> Result<Response<Body>, GatewayError> {
 fn ok(id: &Id, result: Value) -> Response<Body> {
     let raw = serde_json::value::to_raw_value(&result).unwrap_or_default();
     response::json(StatusCode::OK, result_bytes(id, &raw))
+}
+
+/// A handshake-era client's `notifications/cancelled{requestId}`: wakes its
+/// call if it runs here (see `cancel`). Anything else about it is ignored, as
+/// a notification cannot be answered with an error.
+pub fn cancelled(cx: &Cx<'_>, params: Option<&RawParams>) {
+    let Ok((_, key)) = current_session(cx) else {
+        return;
+    };
+    let Some(raw) = params.and_then(|p| p.get("requestId")) else {
+        return;
+    };
+    let Ok(request) = serde_json::from_str::<Id>(raw.get()) else {
+        return;
+    };
+    let found = cx.state.hub.in_flight.cancel(&key, &request);
+    tracing::debug!(%request, found, "notifications/cancelled");
 }

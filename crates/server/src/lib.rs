@@ -9,7 +9,9 @@
 //! before checking it against the body.
 
 mod bridge;
+mod cancel;
 mod caps;
+mod completion;
 mod conn_guard;
 mod envelope;
 mod error;
@@ -18,6 +20,7 @@ mod legacy;
 mod list_cache;
 mod listen;
 mod listener;
+mod logging;
 mod mcp;
 mod merged;
 mod modern;

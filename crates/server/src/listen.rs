@@ -13,7 +13,6 @@ use http::{Response, StatusCode};
 use junction_protocol::jsonrpc::{result_bytes, Id, RawParams};
 use junction_protocol::{meta, version};
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
 
 use crate::error::GatewayError;
 use crate::mcp::{param_str, Cx};
@@ -166,12 +165,7 @@ fn session_of(cx: &Cx<'_>) -> Result<(session::Session, String), GatewayError> {
     if s.p != cx.principal {
         return Err(GatewayError::SessionNotFound);
     }
-    let key = Sha256::digest(token.as_bytes());
-    Ok((s, base64_key(&key)))
-}
-
-fn base64_key(digest: &[u8]) -> String {
-    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+    Ok((s, session::key(token)))
 }
 
 /// GET on the route: the standalone SSE stream of a handshake-era session.

@@ -221,9 +221,13 @@ async fn edge_and_dispatch(
     };
 
     let (id, method, params) = match message {
-        ClientMessage::Notification { method, .. } => {
-            // No notification needs an answer: the handshake era's `initialized` and
-            // `cancelled` are accepted; modern HTTP defines none.
+        ClientMessage::Notification { method, params } => {
+            // No notification needs an answer: the handshake era's `initialized`
+            // is accepted, its `cancelled` ends the call it names; modern HTTP
+            // defines none (closing the stream is its cancellation).
+            if method == "notifications/cancelled" {
+                legacy::cancelled(cx, params.as_ref());
+            }
             tracing::debug!(%method, "notification accepted");
             return Ok(("notification", response::empty(StatusCode::ACCEPTED)));
         }
@@ -290,6 +294,7 @@ pub fn method_label(method: &str) -> &'static str {
         "resources/templates/list" => "resources/templates/list",
         "subscriptions/listen" => "subscriptions/listen",
         "completion/complete" => "completion/complete",
+        "logging/setLevel" => "logging/setLevel",
         _ => "other",
     }
 }

@@ -10,6 +10,7 @@ use junction_protocol::{meta, version};
 use serde_json::{json, Map, Value};
 
 use crate::error::GatewayError;
+use crate::logging::Level;
 use crate::mcp::{param_str, Cx};
 use crate::response::{self, Body};
 use crate::tools::{self, ClientSide};
@@ -31,7 +32,10 @@ pub async fn dispatch(
 ) -> Result<Response<Body>, GatewayError> {
     let request_meta = request_meta(params.as_ref())?;
     let caps = validate_meta_and_headers(cx, method, params.as_ref(), &request_meta)?;
-    let client = ClientSide::Modern { capabilities: caps };
+    let client = ClientSide::Modern {
+        capabilities: caps,
+        log: log_level(&request_meta)?,
+    };
     match method {
         "server/discover" => Ok(discover(cx, id)),
         "tools/list" => tools::list(cx, id, params.as_ref(), &client).await,
@@ -41,6 +45,7 @@ pub async fn dispatch(
         "resources/list" => resources::list(cx, id, params.as_ref(), &client).await,
         "resources/templates/list" => resources::templates(cx, id, params.as_ref(), &client).await,
         "resources/read" => resources::read(cx, id, params, &client).await,
+        "completion/complete" => crate::completion::complete(cx, id, params, &client).await,
         "subscriptions/listen" => crate::listen::listen(cx, id, params.as_ref()).await,
         other => Err(GatewayError::MethodNotFound(other.to_owned())),
     }
@@ -56,6 +61,20 @@ pub fn request_meta(params: Option<&RawParams>) -> Result<Map<String, Value>, Ga
         _ => Err(GatewayError::MissingMeta(
             "params._meta must be an object".into(),
         )),
+    }
+}
+
+/// `_meta` logLevel: absent, or one of the spec's levels.
+fn log_level(m: &Map<String, Value>) -> Result<Option<Level>, GatewayError> {
+    match m.get(meta::LOG_LEVEL) {
+        None => Ok(None),
+        Some(v) => v.as_str().and_then(Level::parse).map(Some).ok_or_else(|| {
+            GatewayError::InvalidParams(format!(
+                "params._meta[\"{}\"] must be one of {}",
+                meta::LOG_LEVEL,
+                Level::NAMES.join(", ")
+            ))
+        }),
     }
 }
 

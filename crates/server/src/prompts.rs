@@ -60,7 +60,7 @@ fn merge(cx: &Cx<'_>, fanned: forward::Fanned) -> Merged {
 
 /// (upstream, original name) of an exposed prompt name. No list is needed: the
 /// upstream id comes first and cannot contain the separator.
-fn resolve(cx: &Cx<'_>, exposed: &str) -> Option<(String, String)> {
+pub(crate) fn resolve(cx: &Cx<'_>, exposed: &str) -> Option<(String, String)> {
     let route = cx.route;
     if !route.naming.prefix {
         return route

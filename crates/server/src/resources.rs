@@ -197,7 +197,7 @@ fn lookup_template(cx: &Cx<'_>, uri: &str) -> Lookup {
 /// The upstream serving `uri`, listing resources (then templates) again when
 /// the memo cannot say. A route of one upstream needs no lookup: that upstream
 /// answers for every URI (an unknown one gets its own error).
-async fn owner(cx: &Cx<'_>, uri: &str) -> Option<String> {
+pub(crate) async fn owner(cx: &Cx<'_>, uri: &str) -> Option<String> {
     if let [only] = cx.route.upstreams.as_slice() {
         return Some(only.clone());
     }

@@ -24,6 +24,14 @@ pub fn mint(sealer: &Sealer, session: &Session, ttl_ms: u64) -> String {
     sealer.seal(PURPOSE, &payload, now_ms().saturating_add(ttl_ms))
 }
 
+/// A short stable key for per-session state a replica keeps (subscriptions,
+/// log level, in-flight calls): never the token itself.
+pub fn key(token: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(token.as_bytes());
+    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
 pub fn open(sealer: &Sealer, token: &str) -> Option<Session> {
     let bytes = sealer.open(PURPOSE, token, now_ms()).ok()?;
     serde_json::from_slice(&bytes).ok()

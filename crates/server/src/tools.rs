@@ -14,16 +14,28 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::bridge::{self, Resumed};
+use crate::cancel::Cancel;
 use crate::envelope;
 use crate::error::GatewayError;
+use crate::logging::{Level, LogFilter};
 use crate::mcp::{param_str, Cx};
 use crate::response::{self, Body};
 
 /// Which era the client speaks, with the capabilities it declared (per request
 /// for modern clients, once per session for handshake-era ones).
 pub enum ClientSide {
-    Modern { capabilities: Value },
-    Legacy { capabilities: Value },
+    Modern {
+        capabilities: Value,
+        /// `_meta` logLevel of this request.
+        log: Option<Level>,
+    },
+    Legacy {
+        capabilities: Value,
+        /// `session::key` of the client's session.
+        session: String,
+        /// What the session set with `logging/setLevel`.
+        log: Option<Level>,
+    },
 }
 
 impl ClientSide {
@@ -32,9 +44,42 @@ impl ClientSide {
     }
     pub(crate) fn capabilities(&self) -> &Value {
         match self {
-            ClientSide::Modern { capabilities } | ClientSide::Legacy { capabilities } => {
+            ClientSide::Modern { capabilities, .. } | ClientSide::Legacy { capabilities, .. } => {
                 capabilities
             }
+        }
+    }
+
+    /// Which of the upstream's log messages reach this client.
+    pub(crate) fn log_filter(&self) -> LogFilter {
+        match self {
+            ClientSide::Modern { log, .. } => LogFilter::modern(*log),
+            ClientSide::Legacy { log, .. } => LogFilter::legacy(*log),
+        }
+    }
+
+    /// The `_meta` entries an upstream request carries for this client: a
+    /// modern client's own, and for a handshake-era session the log level it
+    /// set (sessions have no `_meta` of their own for it).
+    pub(crate) fn upstream_meta(&self, params: &RawParams) -> Vec<(String, Box<RawValue>)> {
+        let mut meta = forwarded_meta(params);
+        if let ClientSide::Legacy {
+            log: Some(level), ..
+        } = self
+        {
+            meta.retain(|(k, _)| k != meta::LOG_LEVEL);
+            if let Ok(raw) = serde_json::value::to_raw_value(level.name()) {
+                meta.push((meta::LOG_LEVEL.to_owned(), raw));
+            }
+        }
+        meta
+    }
+
+    /// A handshake-era call that `notifications/cancelled` can reach.
+    pub(crate) fn cancellable(&self, cx: &Cx<'_>, id: &Id) -> Option<Cancel> {
+        match self {
+            ClientSide::Legacy { session, .. } => cx.state.hub.in_flight.register(session, id),
+            ClientSide::Modern { .. } => None,
         }
     }
 }
@@ -258,7 +303,7 @@ pub async fn rate_limit(
 
 /// Gateway-owned `_meta` keys that describe the client to the gateway and are
 /// re-stated by the upstream client, not copied.
-pub(crate) fn forwarded_meta(params: &RawParams) -> Vec<(String, Box<RawValue>)> {
+fn forwarded_meta(params: &RawParams) -> Vec<(String, Box<RawValue>)> {
     let Some(raw) = params.get("_meta") else {
         return Vec::new();
     };
@@ -373,6 +418,8 @@ pub async fn call(
         caps: client.capabilities().clone(),
         sse_ok: cx.accepts_sse(),
         relay_notifications: true,
+        log: client.log_filter(),
+        cancel: client.cancellable(cx, id),
         on_result: None,
         unknown_name: None,
         retry: None,
@@ -398,7 +445,7 @@ pub async fn call(
     let request = UpstreamRequest {
         method: "tools/call".into(),
         params: upstream_params,
-        meta: forwarded_meta(&params),
+        meta: client.upstream_meta(&params),
         client_capabilities: serde_json::value::to_raw_value(client.capabilities()).ok(),
         param_headers,
         forward_headers: junction_policy::forwardable_headers(

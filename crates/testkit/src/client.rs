@@ -279,7 +279,12 @@ impl TestClient {
         extra: Vec<(String, String)>,
     ) -> TestStream {
         let body = self.envelope(method, params);
-        let mut headers = self.headers_for(&body);
+        self.stream_body(&body, extra).await
+    }
+
+    /// `stream` of a message the test built (so it knows the id it sent).
+    pub async fn stream_body(&self, body: &Value, extra: Vec<(String, String)>) -> TestStream {
+        let mut headers = self.headers_for(body);
         merge_headers(&mut headers, extra);
         let resp = self
             .exchange("POST", headers, body.to_string().into_bytes())

@@ -134,6 +134,11 @@ impl TestStream {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Whether the server ended the response (as opposed to `next` giving up waiting).
+    pub fn ended(&self) -> bool {
+        self.done && self.queue.is_empty()
+    }
+
     /// The next JSON-RPC message, or None when the stream ended or nothing came
     /// within `wait`.
     pub async fn next(&mut self, wait: Duration) -> Option<Value> {

@@ -7,6 +7,7 @@ use junction_protocol::jsonrpc::error_bytes;
 use tokio::sync::mpsc;
 
 use super::{Driver, Next};
+use crate::cancel::Cancel;
 use crate::error::GatewayError;
 use crate::response::{self, Body};
 
@@ -18,8 +19,16 @@ pub(crate) async fn respond(
     open: prometheus::IntGauge,
     record: Box<dyn FnOnce(&str) + Send>,
 ) -> Result<Response<Body>, GatewayError> {
+    let cancel = d.cancel.take();
     let first = loop {
-        match d.step(None).await {
+        let Some(next) = step(&mut d, None, cancel.as_ref()).await else {
+            // Cancelled before anything was sent: the response ends empty
+            // (an SSE stream with no message), never with a result.
+            record("cancelled");
+            let (_, rx) = mpsc::channel::<Bytes>(1);
+            return Ok(response::sse(rx));
+        };
+        match next {
             Next::Done(Ok((bytes, outcome))) => {
                 record(outcome);
                 return Ok(response::json(StatusCode::OK, bytes));
@@ -46,7 +55,11 @@ pub(crate) async fn respond(
         }
         let _open = Open(open);
         loop {
-            let bytes = match d.step(Some(&tx)).await {
+            let Some(next) = step(&mut d, Some(&tx), cancel.as_ref()).await else {
+                record("cancelled");
+                return; // dropping the driver cancels upstream; the stream ends
+            };
+            let bytes = match next {
                 Next::Notify(n) => {
                     if tx
                         .send(response::sse_event(n.get().as_bytes()))
@@ -75,4 +88,19 @@ pub(crate) async fn respond(
         }
     });
     Ok(response::sse(rx))
+}
+
+/// The driver's next step, or `None` once the client cancelled the call.
+async fn step(
+    d: &mut Driver,
+    sink: Option<&mpsc::Sender<Bytes>>,
+    cancel: Option<&Cancel>,
+) -> Option<Next> {
+    match cancel {
+        None => Some(d.step(sink).await),
+        Some(c) => tokio::select! {
+            next = d.step(sink) => Some(next),
+            () = c.cancelled() => None,
+        },
+    }
 }

@@ -93,6 +93,10 @@ pub struct Hub {
     /// Upstream clients (by address) whose changes are being listened to.
     watched: Mutex<HashSet<usize>>,
     pub(crate) sessions: Mutex<HashMap<(String, String), SessionUris>>,
+    /// `logging/setLevel` of handshake-era sessions (sealed tokens carry none).
+    pub(crate) log_levels: crate::logging::SessionLevels,
+    /// Handshake-era calls a `notifications/cancelled` can reach.
+    pub(crate) in_flight: crate::cancel::InFlight,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -58,6 +58,10 @@ pub enum Behavior {
     /// Wait, then echo. If the response stream closes first, the call is recorded
     /// in `cancelled()`.
     Slow(Duration),
+    /// One `notifications/message` at each of debug, info, warning and error
+    /// (whatever level the request asked for, as a handshake-era server whose
+    /// session level nobody set would), then the echo result; always SSE.
+    Logs,
     /// A JSON-RPC error response.
     Error { code: i64, message: String },
     /// A result with `isError: true`.

@@ -5,7 +5,11 @@
 //!   once with `REQUEST_STATE`, completes on a retry carrying that exact state);
 //! - resources `mock://{label}/readme` and `mock://shared/config` (every mock
 //!   lists the latter, so a gateway sees a collision);
-//! - template `mock://{label}/items/{id}`, readable for any id.
+//! - template `mock://{label}/items/{id}`, readable for any id;
+//! - `completion/complete` (modern mocks only, so a gateway also meets an
+//!   upstream without completion): `greet`'s `name` completes to
+//!   `{label}-alice`, `{label}-bob`, the template's `id` to `{label}-1`,
+//!   `{label}-2`, each filtered by the typed prefix.
 
 use super::http::{error_body, result_body};
 use super::tools::{finish, Era};
@@ -20,6 +24,7 @@ pub(crate) fn handles(method: &str) -> bool {
             | "resources/list"
             | "resources/templates/list"
             | "resources/read"
+            | "completion/complete"
     )
 }
 
@@ -44,6 +49,8 @@ pub(crate) fn answer(shared: &Shared, era: Era, id: &Value, method: &str, params
             ];
             Ok(list(shared, era, params, "resourceTemplates", items))
         }
+        "completion/complete" if era == Era::Modern => complete(shared, params),
+        "completion/complete" => Err((-32601, "Method not found: completion/complete".into())),
         _ => read(shared, params),
     };
     match outcome {
@@ -128,4 +135,31 @@ fn read(shared: &Shared, params: &Value) -> Result<Value, (i64, String)> {
         return Err((-32002, format!("Resource not found: {uri}")));
     };
     Ok(json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]}))
+}
+
+fn complete(shared: &Shared, params: &Value) -> Result<Value, (i64, String)> {
+    let label = &shared.label;
+    let reference = params.get("ref").cloned().unwrap_or(Value::Null);
+    let argument = params.pointer("/argument/name").and_then(Value::as_str);
+    let typed = params
+        .pointer("/argument/value")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let template = format!("mock://{label}/items/{{id}}");
+    let all: Vec<String> = match (reference["type"].as_str(), argument) {
+        (Some("ref/prompt"), Some("name")) if reference["name"] == "greet" => {
+            vec![format!("{label}-alice"), format!("{label}-bob")]
+        }
+        (Some("ref/resource"), Some("id")) if reference["uri"] == template.as_str() => {
+            vec![format!("{label}-1"), format!("{label}-2")]
+        }
+        _ => {
+            return Err((
+                -32602,
+                format!("nothing to complete for {reference} {argument:?}"),
+            ))
+        }
+    };
+    let values: Vec<String> = all.into_iter().filter(|v| v.starts_with(typed)).collect();
+    Ok(json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}))
 }

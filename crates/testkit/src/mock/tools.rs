@@ -79,7 +79,7 @@ fn ok(call: &Call, result: Value) -> Value {
 /// Run a `tools/call` whose tool exists and whose headers were already checked.
 pub(crate) fn run(call: Call) -> Reply {
     let streamed = match call.tool.behavior {
-        Behavior::Progress { .. } => true,
+        Behavior::Progress { .. } | Behavior::Logs => true,
         Behavior::InputRequired => call.era == Era::Legacy && has_elicitation(&call.caps),
         Behavior::Slow(_) => call.shared.sse,
         _ => false,
@@ -93,7 +93,7 @@ pub(crate) fn run(call: Call) -> Reply {
         };
     }
     let (status, message) = match &call.tool.behavior {
-        Behavior::Echo | Behavior::Progress { .. } | Behavior::Slow(_) => (
+        Behavior::Echo | Behavior::Progress { .. } | Behavior::Logs | Behavior::Slow(_) => (
             200,
             ok(&call, content_result(Value::Object(payload(&call)), false)),
         ),
@@ -192,6 +192,7 @@ fn input_required(call: &Call) -> (u16, Value) {
 async fn stream_call(call: Call, tx: mpsc::Sender<Value>) {
     let outcome = match call.tool.behavior.clone() {
         Behavior::Progress { steps } => progress(&call, &tx, steps).await,
+        Behavior::Logs => logs(&call, &tx).await,
         Behavior::Slow(d) => tokio::select! {
             _ = tokio::time::sleep(d) => Some(Value::Object(payload(&call))),
             _ = tx.closed() => None,
@@ -227,6 +228,18 @@ async fn progress(call: &Call, tx: &mpsc::Sender<Value>, steps: u32) -> Option<V
     let mut p = payload(call);
     p.insert("steps".into(), json!(steps));
     Some(Value::Object(p))
+}
+
+/// Log messages at four levels, each naming its level; None when the client went away.
+async fn logs(call: &Call, tx: &mpsc::Sender<Value>) -> Option<Value> {
+    for level in ["debug", "info", "warning", "error"] {
+        let n = json!({"jsonrpc": "2.0", "method": "notifications/message",
+            "params": {"level": level, "logger": call.shared.label, "data": format!("{level} from {}", call.tool.name)}});
+        if tx.send(n).await.is_err() {
+            return None;
+        }
+    }
+    Some(Value::Object(payload(call)))
 }
 
 /// Legacy: a real server-to-client `elicitation/create` on the response stream;
