@@ -256,6 +256,32 @@ async fn resource_subscriptions_on_a_shared_route_go_to_the_lister() {
     assert_eq!(m["params"]["uri"], "mock://beta/readme");
 }
 
+#[tokio::test]
+async fn a_namespaced_uri_is_watched_as_its_upstream_own_and_announced_as_listed() {
+    let w = world().await;
+    let client = TestClient::modern(&w.gw.url("/mcp"));
+    // Both mocks list mock://shared/config: alpha keeps it, beta's is namespaced.
+    let ns = "junction://beta/mock://shared/config";
+    let mut s = listen(&client, json!({"resourceSubscriptions": [ns]})).await;
+    let ack = next(&mut s).await;
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"resourceSubscriptions": [ns]})
+    );
+    wait_until(|| w.beta.subscribed_uris().contains("mock://shared/config")).await;
+    assert!(w.alpha.subscribed_uris().is_empty());
+    // alpha's update of its own URI of the same name is not this subscription.
+    w.alpha.touch_resource("mock://shared/config");
+    w.beta.touch_resource("mock://shared/config");
+    let m = next(&mut s).await;
+    assert_eq!(m["method"], "notifications/resources/updated", "{m}");
+    assert_eq!(m["params"]["uri"], ns);
+    assert!(
+        s.next(Duration::from_millis(300)).await.is_none(),
+        "one update only"
+    );
+}
+
 async fn wait_until(f: impl Fn() -> bool) {
     let deadline = tokio::time::Instant::now() + WAIT;
     while !f() {

@@ -236,9 +236,11 @@ async fn resources_keep_their_uris_and_are_read_from_their_owner() {
             [
                 "mock://alpha/readme",
                 "mock://shared/config",
-                "mock://beta/readme"
+                "mock://beta/readme",
+                "junction://beta/mock://shared/config",
             ],
-            "config order then URI; the URI both list is served by the first"
+            "config order then URI; the URI both list keeps its name for the first \
+             and is namespaced for the later one"
         );
         assert_eq!(modern, l.result().get("resultType").is_some());
         let t = c.request("resources/templates/list", json!({})).await;
@@ -250,13 +252,15 @@ async fn resources_keep_their_uris_and_are_read_from_their_owner() {
             ("mock://alpha/readme", "readme of alpha"),
             ("mock://beta/readme", "readme of beta"),
             ("mock://shared/config", "config of alpha"),
+            ("junction://beta/mock://shared/config", "config of beta"),
             ("mock://beta/items/7", "item 7 of beta"),
             ("mock://alpha/items/x", "item x of alpha"),
         ] {
             let r = c.request("resources/read", json!({"uri": uri})).await;
             assert_eq!(r.status, 200, "{uri}: {}", w.gw.stderr());
             assert_eq!(first_text(r.result(), "/contents/0/text"), text, "{uri}");
-            assert_eq!(first_text(r.result(), "/contents/0/uri"), uri);
+            let own = uri.strip_prefix("junction://beta/").unwrap_or(uri);
+            assert_eq!(first_text(r.result(), "/contents/0/uri"), own);
             if modern {
                 assert_eq!(r.result()["resultType"], "complete", "{uri}");
                 // Required on a modern read result; the mocks send none.
@@ -275,13 +279,21 @@ async fn resources_keep_their_uris_and_are_read_from_their_owner() {
         for r in up.requests_for("resources/read") {
             let uri = r.body["params"]["uri"].as_str().unwrap().to_owned();
             assert!(
-                uri.contains(label) || (label == "alpha" && uri == "mock://shared/config"),
+                uri.contains(label) || uri == "mock://shared/config",
                 "{label} was asked for {uri}"
             );
         }
     }
     let read = w.alpha.requests_for("resources/read");
     assert_eq!(read[0].header("mcp-name"), Some("mock://alpha/readme"));
+    let shared_reads = |up: &MockUpstream| {
+        up.requests_for("resources/read")
+            .iter()
+            .filter(|r| r.body["params"]["uri"] == "mock://shared/config")
+            .count()
+    };
+    // Each client read the shared URI once as alpha's and once namespaced as beta's.
+    assert_eq!((shared_reads(&w.alpha), shared_reads(&w.beta)), (2, 2));
 }
 
 #[tokio::test]
@@ -376,7 +388,8 @@ async fn lists_page_with_sealed_cursors() {
             [
                 "mock://alpha/readme",
                 "mock://shared/config",
-                "mock://beta/readme"
+                "mock://beta/readme",
+                "junction://beta/mock://shared/config",
             ]
         );
         // A resources cursor does not page prompts, and a forged one is refused.

@@ -66,11 +66,17 @@ pub async fn complete(
             (upstream, name)
         }
         Reference::Resource { uri } => {
-            let upstream = crate::resources::owner(cx, &uri).await.ok_or_else(|| {
+            let (upstream, own) = crate::resources::owner(cx, &uri).await.ok_or_else(|| {
                 GatewayError::InvalidParams(format!(
                     "unknown resource: {uri} (no upstream of this route lists it or a matching template)"
                 ))
             })?;
+            if own != uri {
+                let renamed = serde_json::json!({"type": "ref/resource", "uri": own});
+                let raw = serde_json::value::to_raw_value(&renamed)
+                    .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
+                params.insert("ref".into(), raw);
+            }
             (upstream, uri)
         }
     };

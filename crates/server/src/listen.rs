@@ -134,6 +134,10 @@ async fn owner(cx: &Cx<'_>, uri: &str) -> Option<String> {
             .get(id)
             .is_some_and(|u| u.client.can_watch_resources())
     };
+    // A namespaced URI names its upstream (see `resources`).
+    if let Some((upstream, _)) = crate::resources::split_namespaced(cx, uri) {
+        return can(upstream).then(|| upstream.to_owned());
+    }
     if let [only] = cx.route.upstreams.as_slice() {
         return can(only).then(|| only.clone());
     }

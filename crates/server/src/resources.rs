@@ -1,11 +1,17 @@
 //! `resources/list`, `resources/templates/list` and `resources/read` for both
-//! client eras. URIs are never rewritten: a resource is read from the upstream
-//! that listed its URI (the first in config order when two list the same one),
-//! or, failing that, from the first upstream with a matching template.
+//! client eras. A URI (or template) that one upstream of the route lists is
+//! kept as it is. When a later upstream (config order) lists a URI an earlier
+//! one already lists, the later one's is namespaced reversibly as
+//! `junction://{upstream}/{uri}` (`namespaced`), so both stay listed and
+//! readable; the first keeps its URI, so adding an upstream never renames the
+//! resources clients already know. Any request naming a namespaced URI goes to
+//! that upstream with its own URI, without a lookup.
 //!
-//! The URI → upstream map is a per-route memo of the last merged lists, kept
-//! for the lists' `ttlMs`. A read that misses it lists again, so any replica can
-//! serve any read: the memo is an optimisation, never state a client relies on.
+//! Other URIs are read from the upstream that listed them or, failing that,
+//! from the upstream with the most specific matching template. The URI →
+//! upstream map is a per-route memo of the last merged lists, kept for the
+//! lists' `ttlMs`. A read that misses it lists again, so any replica can serve
+//! any read: the memo is an optimisation, never state a client relies on.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -77,9 +83,28 @@ pub async fn templates(
     merged::list_page(cx, id, params, client, "resourceTemplates", &merged)
 }
 
+/// The scheme of URIs Junction namespaced because two upstreams list them.
+const NAMESPACE: &str = "junction://";
+
+/// The URI clients see for `uri` of `upstream` when an earlier upstream of the
+/// route lists the same one.
+pub(crate) fn namespaced(upstream: &str, uri: &str) -> String {
+    format!("{NAMESPACE}{upstream}/{uri}")
+}
+
+/// (upstream, its own URI) of a namespaced URI naming one of the route's upstreams.
+pub(crate) fn split_namespaced<'a>(cx: &Cx<'_>, uri: &'a str) -> Option<(&'a str, &'a str)> {
+    let (upstream, own) = uri.strip_prefix(NAMESPACE)?.split_once('/')?;
+    cx.route
+        .upstreams
+        .iter()
+        .any(|u| u == upstream)
+        .then_some((upstream, own))
+}
+
 /// Items of every contributor by `key`, config order then key bytewise; a
-/// key already listed by an earlier upstream is left out (and logged).
-/// Returns the items and who owns each key.
+/// key already listed by an earlier upstream is namespaced for the later one
+/// (`namespaced`). Returns the items and who owns each key as listed.
 fn merge_by(fanned: &Fanned, key: &str, what: &str) -> (Vec<Value>, Vec<(String, String)>) {
     let mut seen: HashMap<String, String> = HashMap::new();
     let mut items = Vec::new();
@@ -97,16 +122,24 @@ fn merge_by(fanned: &Fanned, key: &str, what: &str) -> (Vec<Value>, Vec<(String,
             })
             .collect();
         keyed.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        keyed.dedup_by(|a, b| a.0 == b.0);
         for (k, r) in keyed {
-            if let Some(first) = seen.get(k) {
-                if *first != c.upstream {
-                    tracing::warn!(upstream = %c.upstream, owner = %first, "{what} {k} is also listed by an earlier upstream; the earlier one serves it");
+            let mut item = r.clone();
+            let listed = match seen.get(k) {
+                None => k.to_owned(),
+                Some(first) => {
+                    let ns = namespaced(&c.upstream, k);
+                    tracing::debug!(upstream = %c.upstream, owner = %first, "{what} {k} is also listed by an earlier upstream: exposed as {ns}");
+                    if let Some(obj) = item.as_object_mut() {
+                        obj.insert(key.to_owned(), Value::String(ns.clone()));
+                    }
+                    ns
                 }
-                continue;
-            }
-            seen.insert(k.to_owned(), c.upstream.clone());
-            owners.push((k.to_owned(), c.upstream.clone()));
-            items.push(r.clone());
+            };
+            seen.entry(k.to_owned())
+                .or_insert_with(|| c.upstream.clone());
+            owners.push((listed, c.upstream.clone()));
+            items.push(item);
         }
     }
     (items, owners)
@@ -194,26 +227,31 @@ fn lookup_template(cx: &Cx<'_>, uri: &str) -> Lookup {
     .unwrap_or(Lookup::Stale)
 }
 
-/// The upstream serving `uri`, listing resources (then templates) again when
-/// the memo cannot say. A route of one upstream needs no lookup: that upstream
-/// answers for every URI (an unknown one gets its own error).
-pub(crate) async fn owner(cx: &Cx<'_>, uri: &str) -> Option<String> {
+/// The upstream serving `uri` and the URI to ask it for (its own, when `uri`
+/// was namespaced), listing resources (then templates) again when the memo
+/// cannot say. A route of one upstream needs no lookup: that upstream answers
+/// for every URI (an unknown one gets its own error).
+pub(crate) async fn owner(cx: &Cx<'_>, uri: &str) -> Option<(String, String)> {
+    if let Some((upstream, own)) = split_namespaced(cx, uri) {
+        return Some((upstream.to_owned(), own.to_owned()));
+    }
+    let found = |u: String| Some((u, uri.to_owned()));
     if let [only] = cx.route.upstreams.as_slice() {
-        return Some(only.clone());
+        return found(only.clone());
     }
     match lookup_uri(cx, uri) {
-        Lookup::Found(u) => return Some(u),
+        Lookup::Found(u) => return found(u),
         Lookup::Stale => {
             if let Some(u) = list_resources(cx).await.1.get(uri) {
-                return Some(u.clone());
+                return found(u.clone());
             }
         }
         Lookup::Unknown => {}
     }
     match lookup_template(cx, uri) {
-        Lookup::Found(u) => Some(u),
+        Lookup::Found(u) => found(u),
         Lookup::Unknown => None,
-        Lookup::Stale => match_template(&list_templates(cx).await.1, uri),
+        Lookup::Stale => match_template(&list_templates(cx).await.1, uri).and_then(found),
     }
 }
 
@@ -226,13 +264,20 @@ pub async fn read(
     let params = params.unwrap_or_default();
     let uri = param_str(Some(&params), "uri")?
         .ok_or_else(|| GatewayError::InvalidParams("resources/read needs params.uri".into()))?;
-    let upstream = owner(cx, &uri).await.ok_or_else(|| {
+    let (upstream, own) = owner(cx, &uri).await.ok_or_else(|| {
         GatewayError::InvalidParams(format!(
             "unknown resource: {uri} (no upstream of this route lists it or a matching template)"
         ))
     })?;
     rate_limit(cx, "resources/read", &upstream, &uri).await?;
     cx.note_target(&uri, &upstream);
+    let mut params = params;
+    if own != uri {
+        let raw = serde_json::value::to_raw_value(&own)
+            .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
+        params.insert("uri".into(), raw);
+    }
+    // A requestState envelope stays bound to the URI the client named.
     forward::forward(cx, id, &upstream, "resources/read", &uri, params, client).await
 }
 

@@ -99,6 +99,12 @@ pub struct Hub {
     pub(crate) in_flight: crate::cancel::InFlight,
 }
 
+/// The upstream's own URI of a subscribed one (namespaced or not).
+fn own_uri(uri: &str, upstream: &str) -> String {
+    let prefix = crate::resources::namespaced(upstream, "");
+    uri.strip_prefix(prefix.as_str()).unwrap_or(uri).to_owned()
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -319,17 +325,25 @@ impl Hub {
     fn resource_updated(&self, upstream: &str, uri: &str) {
         let subs: Vec<Arc<Subscriber>> = lock(&self.subs).values().cloned().collect();
         let now = tokio::time::Instant::now();
+        // A subscriber names the URI as it was listed to it: the upstream's own,
+        // or namespaced when an earlier upstream lists the same one.
+        let namespaced = crate::resources::namespaced(upstream, uri);
         for sub in subs {
+            let wants = |uris: &BTreeMap<String, String>| {
+                [uri, namespaced.as_str()]
+                    .into_iter()
+                    .find(|k| uris.get(*k).is_some_and(|u| u == upstream))
+                    .map(str::to_owned)
+            };
             let wanted = match &sub.tag {
-                Tag::Modern(_) => sub.wants.uris.get(uri).is_some_and(|u| u == upstream),
+                Tag::Modern(_) => wants(&sub.wants.uris),
                 Tag::Legacy { session } => lock(&self.sessions)
                     .get(&(sub.route.clone(), session.clone()))
                     .filter(|s| s.expires > now)
-                    .and_then(|s| s.uris.get(uri))
-                    .is_some_and(|u| u == upstream),
+                    .and_then(|s| wants(&s.uris)),
             };
-            if wanted {
-                let msg = message(&sub.tag, "notifications/resources/updated", Some(uri));
+            if let Some(listed) = wanted {
+                let msg = message(&sub.tag, "notifications/resources/updated", Some(&listed));
                 self.send(&sub, msg);
             }
         }
@@ -343,7 +357,7 @@ impl Hub {
                 per_upstream
                     .entry(up.clone())
                     .or_default()
-                    .insert(uri.clone());
+                    .insert(own_uri(uri, up));
             }
         }
         let now = tokio::time::Instant::now();
@@ -365,7 +379,7 @@ impl Hub {
                     per_upstream
                         .entry(up.clone())
                         .or_default()
-                        .insert(uri.clone());
+                        .insert(own_uri(uri, up));
                 }
             }
         }
