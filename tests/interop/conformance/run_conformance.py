@@ -160,6 +160,18 @@ def count(out_dir: Path, verdicts: tuple, why: dict[str, str], baselined: bool) 
             "failures": failures}
 
 
+def only_timeouts(out_dir: Path) -> bool:
+    """Whether every failed check of a run is the suite's scenario timeout."""
+    failed = []
+    for checks in out_dir.glob("*/checks.json"):
+        try:
+            failed += [c.get("id") for c in json.loads(checks.read_text())
+                       if c.get("status") == "FAILURE"]
+        except (OSError, ValueError):
+            return False
+    return bool(failed) and all(f == "scenario-timeout" for f in failed)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--junction", required=True)
@@ -200,7 +212,8 @@ def main() -> int:
                 if base:
                     cmd += ["--expected-failures", str(base)]
                 shrunk: list[str] = []
-                for attempt in range(2):
+                retried = False
+                for attempt in range(3):
                     shutil.rmtree(out, ignore_errors=True)
                     log_path = results / f"conformance-{name}.log"
                     with open(log_path, "w") as log:
@@ -208,13 +221,21 @@ def main() -> int:
                                             cwd=tmp, timeout=600).returncode
                     verdicts = verdict(log_path.read_text())
                     stale, unexpected = verdicts[0], verdicts[1]
-                    if rc == 0 or base is None or not stale or unexpected or attempt == 1:
+                    if rc != 0 and not retried and only_timeouts(out):
+                        # A scenario that hung is run once more (the whole run):
+                        # seen once on a loaded 2-core machine directly against
+                        # the fixture (sampling, 30 s), never reproduced alone.
+                        retried = True
+                        print(f"conformance {name}: a scenario timed out; running again once")
+                        continue
+                    if rc == 0 or base is None or not stale or unexpected or attempt == 2:
                         break
                     # Only stale entries failed the run: shrink the baseline, confirm.
                     shrink(base, stale)
                     shrunk += stale
                 entry = {"run": name, "target": target, "wire": wire, "suite": version,
                          "baseline": baseline, "exit": rc, "shrunk": shrunk,
+                         "retried_after_timeout": retried,
                          "unexpected": unexpected, **count(out, verdicts, reasons(base), base is not None)}
                 report.append(entry)
                 failed += rc != 0
