@@ -70,7 +70,8 @@ fn token(key: &str, kid: &str, alg: Algorithm) -> String {
 }
 
 fn authenticator(dir: &std::path::Path) -> Authenticator {
-    let public: Value = serde_json::from_slice(&read("public-jwk.json")).unwrap_or(Value::Null);
+    let public: Value = serde_json::from_slice(&read("public-jwk.json"))
+        .unwrap_or_else(|e| panic!("public-jwk.json: {e}"));
     let jwks: Vec<Value> = KEYS
         .iter()
         .map(|(key, kid, _)| {
@@ -81,7 +82,8 @@ fn authenticator(dir: &std::path::Path) -> Authenticator {
         })
         .collect();
     let path = dir.join("jwks.json");
-    std::fs::write(&path, json!({ "keys": jwks }).to_string()).unwrap_or_default();
+    std::fs::write(&path, json!({ "keys": jwks }).to_string())
+        .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
     let cfg = AuthConfig {
         jwt: JwtConfig {
             issuer: ISSUER.into(),

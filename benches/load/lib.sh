@@ -4,6 +4,14 @@
 
 log() { echo "[${LOG_TAG:-load}] $*" >&2; }
 
+# cleanup: the EXIT trap; stops what this run started (by pid) and removes WORK unless KEEP=1.
+cleanup() {
+  for p in "${PIDS[@]:-}"; do
+    [ -n "$p" ] && kill "$p" 2>/dev/null || true
+  done
+  [ "${KEEP:-0}" = 1 ] && echo "work dir kept: $WORK" >&2 || rm -rf "$WORK"
+}
+
 ensure_wrk() {
   command -v wrk >/dev/null && return 0
   if [ "$(id -u)" = 0 ]; then

@@ -4,9 +4,10 @@ BENCHMARKS.md. Every figure sits next to the baseline measured in the same run
 
 import csv
 import os
-import re
 import statistics
 import time
+
+from markers import write_between
 
 BEGIN, END = "<!-- load:begin -->", "<!-- load:end -->"
 env = os.environ
@@ -253,9 +254,4 @@ else:
 w("")
 w(END)
 
-path = env["OUT"]
-text = open(path).read() if os.path.exists(path) else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
-if BEGIN not in text:
-    text = text.rstrip("\n") + f"\n\n{BEGIN}\n{END}\n"
-text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: "\n".join(out), text, flags=re.S)
-open(path, "w").write(text)
+write_between(env["OUT"], BEGIN, END, out)

@@ -26,16 +26,9 @@ OUT=${OUT:-$ROOT/BENCHMARKS.md}
 WORK=$(mktemp -d /tmp/junction-load.XXXXXX)
 PIDS=()
 
-cleanup() {
-  for p in "${PIDS[@]:-}"; do
-    [ -n "$p" ] && kill "$p" 2>/dev/null || true
-  done
-  [ "${KEEP:-0}" = 1 ] && echo "work dir kept: $WORK" >&2 || rm -rf "$WORK"
-}
-trap cleanup EXIT
-
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
+trap cleanup EXIT
 ensure_wrk
 cd "$ROOT"
 build_binaries

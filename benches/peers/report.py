@@ -4,9 +4,12 @@ Junction's from the same run, as ratios."""
 
 import csv
 import os
-import re
+import sys
 import statistics
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "load"))
+from markers import write_between  # noqa: E402
 
 BEGIN, END = "<!-- peers:begin -->", "<!-- peers:end -->"
 env = os.environ
@@ -67,9 +70,4 @@ for conc in (1, 32):
                    f"| {m(conc, t, 'rss') / 1024:.0f} MiB | {bad} |")
 out += ["", END]
 
-path = env["OUT"]
-text = open(path).read() if os.path.exists(path) else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
-if BEGIN not in text:
-    text = text.rstrip("\n") + f"\n\n{BEGIN}\n{END}\n"
-text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: "\n".join(out), text, flags=re.S)
-open(path, "w").write(text)
+write_between(env["OUT"], BEGIN, END, out)

@@ -27,16 +27,9 @@ WORK=$(mktemp -d /tmp/junction-peers.XXXXXX)
 PIDS=()
 LOG_TAG=peers
 
-cleanup() {
-  for p in "${PIDS[@]:-}"; do
-    [ -n "$p" ] && kill "$p" 2>/dev/null || true
-  done
-  [ "${KEEP:-0}" = 1 ] && echo "work dir kept: $WORK" >&2 || rm -rf "$WORK"
-}
-trap cleanup EXIT
-
 # shellcheck source=../load/lib.sh
 . "$LOAD/lib.sh"
+trap cleanup EXIT
 
 # venv NAME REQUIREMENT: benches/peers/.venv-NAME with exactly REQUIREMENT installed.
 venv() {
@@ -95,10 +88,11 @@ cd "$ROOT"
 build_binaries
 start_upstream
 
-# Targets: NAME URL TOOL AUTHORIZATION PIDS (space-separated, for CPU).
+# Targets: NAME URL TOOL AUTHORIZATION PIDS (space-separated, for CPU); AUTHORIZATION
+# is `-` for none, since `read` collapses empty tab-separated fields.
 TARGETS="$WORK/targets.tsv"
 : > "$TARGETS"
-printf 'direct\thttp://%s/mcp\ttool0\t\t%s\n' "$UP_ADDR" "$UP_PID" >> "$TARGETS"
+printf 'direct\thttp://%s/mcp\ttool0\t-\t%s\n' "$UP_ADDR" "$UP_PID" >> "$TARGETS"
 
 cat > "$WORK/junction.yaml" <<EOF
 server:
@@ -108,7 +102,7 @@ upstreams:
     url: http://$UP_ADDR/mcp
 EOF
 start_junction "$WORK/junction.yaml" junction
-printf 'junction\thttp://%s/mcp\tfast__tool0\t\t%s\n' "$J_ADDR" "$J_PID" >> "$TARGETS"
+printf 'junction\thttp://%s/mcp\tfast__tool0\t-\t%s\n' "$J_ADDR" "$J_PID" >> "$TARGETS"
 log "junction on $J_ADDR (pid $J_PID)"
 
 start_fastmcp() {
@@ -121,7 +115,7 @@ start_fastmcp() {
   wait_http "http://127.0.0.1:$port/mcp" 60
   local tool; tool=$(first_tool "http://127.0.0.1:$port/mcp")
   [ -n "$tool" ] || { echo "fastmcp proxy lists no tool0" >&2; cat "$WORK/fastmcp.out" >&2; exit 1; }
-  printf 'fastmcp\thttp://127.0.0.1:%s/mcp\t%s\t\t%s\n' "$port" "$tool" "$(descendants "$pid" | xargs)" >> "$TARGETS"
+  printf 'fastmcp\thttp://127.0.0.1:%s/mcp\t%s\t-\t%s\n' "$port" "$tool" "$(descendants "$pid" | xargs)" >> "$TARGETS"
   log "fastmcp proxy on 127.0.0.1:$port (pid $pid), tool $tool"
 }
 
@@ -163,6 +157,7 @@ for peer in $PEERS; do "start_$peer"; done
 RESULTS="$WORK/peers.tsv"
 printf 'round\tconc\ttarget\trequests\tduration_us\tp50_us\tp99_us\terrors\tnon2xx\tticks\tupstream_ticks\trss_kib\n' > "$RESULTS"
 while IFS=$'\t' read -r name url tool auth pids; do
+  [ "$auth" = - ] && auth=""
   check "$url" tools/call "$tool" "$auth"
   MCP_AUTHORIZATION=$auth wrk -t2 -c32 -d1s -s "$LOAD/mcp.lua" "$url" -- tools/call "$tool" > /dev/null
 done < "$TARGETS"
@@ -171,6 +166,7 @@ for round in $(seq 1 "$ROUNDS"); do
   for conc in 1 32; do
     threads=1; [ "$conc" -gt 1 ] && threads=2
     while IFS=$'\t' read -r name url tool auth pids; do
+      [ "$auth" = - ] && auth=""
       t0=$(cpu_ticks $pids); u0=$(cpu_ticks "$UP_PID")
       line=$(MCP_AUTHORIZATION=$auth wrk_result -t"$threads" -c"$conc" -d"${DURATION}s" --latency \
         -s "$LOAD/mcp.lua" "$url" -- tools/call "$tool")
