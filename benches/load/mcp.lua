@@ -1,5 +1,5 @@
 -- One modern (2026-07-28) MCP request, repeated by wrk.
--- Usage: wrk ... -s mcp.lua URL -- METHOD [TOOL_NAME]
+-- Usage: [MCP_AUTHORIZATION='Bearer …'] wrk ... -s mcp.lua URL -- METHOD [TOOL_NAME]
 -- done() prints one machine-readable RESULT line for run.sh.
 local meta = '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
   .. '"io.modelcontextprotocol/clientCapabilities":{}}'
@@ -11,6 +11,10 @@ function init(args)
   wrk.headers["Accept"] = "application/json, text/event-stream"
   wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
   wrk.headers["Mcp-Method"] = method
+  local authorization = os.getenv("MCP_AUTHORIZATION")
+  if authorization and authorization ~= "" then
+    wrk.headers["Authorization"] = authorization
+  end
   local params
   if method == "tools/call" then
     wrk.headers["Mcp-Name"] = name

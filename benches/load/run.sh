@@ -2,14 +2,16 @@
 # Load harness: Junction against the direct path, in one sitting.
 #
 # Builds release, starts the fast upstream (crates/testkit/src/fast.rs) and
-# Junction in front of it on 127.0.0.1, drives the same tools/call and
-# tools/list load with wrk at the upstream directly and through Junction, in
-# alternation, then (SCALING=1) tools/list over 1/10/50/100 upstreams of 50
-# tools. Writes the tables between the load markers of BENCHMARKS.md.
+# two Junctions in front of it on 127.0.0.1 (plain, and with JWT auth + one
+# rate-limit rule), drives the same tools/call and tools/list load with wrk at
+# the upstream directly and through each Junction, in alternation, then
+# (SCALING=1) tools/list over 1/10/50/100 upstreams of 50 tools, then
+# (STREAMS=1) memory per open change stream up to 10,000 streams.
+# Writes the tables between the load markers of BENCHMARKS.md.
 #
-# Env: SKIP_BUILD=1 (use the built target/release/junction), DURATION (s per run, default 2), ROUNDS (default 3), SCALING (1|0),
-#      SCALE_DURATION (s, default 2), OUT (default BENCHMARKS.md), KEEP=1 keeps
-#      the work dir. Loopback only; total well under 3 minutes.
+# Env: SKIP_BUILD=1 (use the built target/release/junction), DURATION (s per run, default 2), ROUNDS (default 3),
+#      SCALING (1|0), SCALE_DURATION (s, default 2), STREAMS (1|0), STREAM_LEVELS (default 0,1000,5000,10000),
+#      OUT (default BENCHMARKS.md), KEEP=1 keeps the work dir. Loopback only; total about 4 minutes.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,68 +20,19 @@ DURATION=${DURATION:-2}
 ROUNDS=${ROUNDS:-3}
 SCALING=${SCALING:-1}
 SCALE_DURATION=${SCALE_DURATION:-2}
+STREAMS=${STREAMS:-1}
+STREAM_LEVELS=${STREAM_LEVELS:-0,1000,5000,10000}
 OUT=${OUT:-$ROOT/BENCHMARKS.md}
 WORK=$(mktemp -d /tmp/junction-load.XXXXXX)
 PIDS=()
 
-cleanup() {
-  for p in "${PIDS[@]:-}"; do
-    [ -n "$p" ] && kill "$p" 2>/dev/null || true
-  done
-  [ "${KEEP:-0}" = 1 ] && echo "work dir kept: $WORK" >&2 || rm -rf "$WORK"
-}
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
 trap cleanup EXIT
-
-log() { echo "[load] $*" >&2; }
-
-if ! command -v wrk >/dev/null; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }
-  else
-    echo "wrk is missing: apt-get install -y wrk" >&2; exit 1
-  fi
-fi
-
+ensure_wrk
 cd "$ROOT"
-cargo build --release --bench load_upstream --message-format=json > "$WORK/build.json" || {
-  jq -r 'select(.reason=="compiler-message") | .message.rendered' "$WORK/build.json" >&2; exit 1; }
-if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  log "building release"
-  # After the bench target, so the measured binary is the plain `cargo build
-  # --release` one (building a bench target unifies dev-dependency features).
-  cargo build --release --bin junction >&2
-fi
-JUNCTION="$ROOT/target/release/junction"
-UPSTREAM=$(jq -r 'select(.reason=="compiler-artifact" and .target.name=="load_upstream") | .executable // empty' \
-  "$WORK/build.json" | tail -1)
-[ -x "$JUNCTION" ] && [ -x "$UPSTREAM" ] || { echo "build did not produce the binaries" >&2; exit 1; }
-
-# wait_line FILE REGEX: the first match of REGEX in FILE (sed -E with one group), within 20 s.
-wait_line() {
-  local file=$1 re=$2 i
-  for i in $(seq 1 200); do
-    if grep -qE "$re" "$file" 2>/dev/null; then
-      grep -oE "$re" "$file" | head -1 | sed -E "s/$re/\1/"
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "timed out waiting for '$re' in $file" >&2
-  cat "$file" >&2 || true
-  return 1
-}
-
-"$UPSTREAM" --listen 127.0.0.1:0 --tools 10 --threads 2 > "$WORK/upstream.out" 2> "$WORK/upstream.err" &
-UP_PID=$!; PIDS+=("$UP_PID")
-UP_ADDR=$(wait_line "$WORK/upstream.out" 'fast upstream listening on (127\.0\.0\.1:[0-9]+)')
-log "fast upstream on $UP_ADDR (pid $UP_PID)"
-
-# start_junction CONFIG NAME -> sets J_PID, J_ADDR
-start_junction() {
-  "$JUNCTION" run --config "$1" > "$WORK/$2.out" 2> "$WORK/$2.err" &
-  J_PID=$!; PIDS+=("$J_PID")
-  J_ADDR=$(wait_line "$WORK/$2.out" 'junction listening on (127\.0\.0\.1:[0-9]+)')
-}
+build_binaries
+start_upstream
 
 cat > "$WORK/load.yaml" <<EOF
 server:
@@ -95,65 +48,68 @@ start_junction "$WORK/load.yaml" junction
 JUNCTION_PID=$J_PID; JUNCTION_ADDR=$J_ADDR
 log "junction on $JUNCTION_ADDR (pid $JUNCTION_PID)"
 
+# The same Junction with JWT authentication (a JWKS file, so the key is cached
+# from the start; RS256, a fresh key pair per run) and one local rate-limit
+# rule keyed by principal and tool, generous enough never to reject here.
+ISSUER=https://idp.bench
+PUBLIC_URL=http://127.0.0.1:8080
+MCP_AUTHORIZATION="Bearer $(python3 "$HERE/jwt.py" "$WORK" "$ISSUER" "$PUBLIC_URL")"
+{
+  sed '/^server:/a\  public_url: '"$PUBLIC_URL" "$WORK/load.yaml"
+  echo "auth:"
+  echo "  jwt: {issuer: \"$ISSUER\", jwks_file: \"$WORK/jwks.json\"}"
+  echo "rate_limits:"
+  echo "  rules:"
+  echo "    - {name: per-user-tool, key: [principal, tool], rate: 1000000000, per: 1s, burst: 1000000000}"
+} > "$WORK/auth.yaml"
+start_junction "$WORK/auth.yaml" junction-auth
+AUTH_PID=$J_PID; AUTH_ADDR=$J_ADDR
+log "junction with JWT + rate limit on $AUTH_ADDR (pid $AUTH_PID)"
+
 DIRECT_URL="http://$UP_ADDR/mcp"
 THROUGH_URL="http://$JUNCTION_ADDR/mcp"
+AUTH_URL="http://$AUTH_ADDR/mcp"
 
-# The same request must succeed on both paths before any number counts.
-check() { # URL METHOD [NAME]
-  local body meta name_part=""
-  meta='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
-  [ -n "${3:-}" ] && name_part='"name":"'"$3"'","arguments":{"text":"hello"},'
-  body=$(curl -sS --max-time 5 "$1" -H 'Content-Type: application/json' \
-    -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' \
-    -H "Mcp-Method: $2" ${3:+-H "Mcp-Name: $3"} \
-    -d '{"jsonrpc":"2.0","id":1,"method":"'"$2"'","params":{'"$name_part$meta"'}}')
-  if ! echo "$body" | jq -e '.result and (.error | not)' >/dev/null 2>&1; then
-    echo "sanity check failed for $2 at $1: $body" >&2
-    exit 1
-  fi
-}
-# Junction warms its catalog in the background right after binding.
-for i in $(seq 1 50); do
-  curl -s -o /dev/null -w '%{http_code}' "http://$JUNCTION_ADDR/readyz" | grep -q 200 && break
-  sleep 0.1
-done
 check "$DIRECT_URL" tools/call tool0
 check "$THROUGH_URL" tools/call fast__tool0
+check "$AUTH_URL" tools/call fast__tool0 "$MCP_AUTHORIZATION"
 check "$DIRECT_URL" tools/list
 check "$THROUGH_URL" tools/list
-
-TCK=$(getconf CLK_TCK)
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
-hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
+check "$AUTH_URL" tools/list "" "$MCP_AUTHORIZATION"
+# The authenticated Junction must really check: no token, 401.
+code=$(curl -s -o /dev/null -w '%{http_code}' "$AUTH_URL" -H 'Content-Type: application/json' \
+  -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' \
+  -H 'Mcp-Method: tools/list' -d '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}')
+[ "$code" = 401 ] || { echo "junction-auth answered $code without a token (want 401)" >&2; exit 1; }
 
 J_RSS_IDLE=$(rss_kib "$JUNCTION_PID")
+A_RSS_IDLE=$(rss_kib "$AUTH_PID")
 U_RSS_IDLE=$(rss_kib "$UP_PID")
 J_RSS_LOAD=0; U_RSS_LOAD=0
 
 RESULTS="$WORK/results.tsv"
 printf 'round\tkind\tconc\ttarget\trequests\tduration_us\tp50_us\tp90_us\tp99_us\terrors\tnon2xx\tjunction_ticks\tupstream_ticks\n' > "$RESULTS"
 
-# run_wrk ROUND KIND CONC TARGET URL METHOD [NAME]
+# run_wrk ROUND KIND CONC TARGET URL METHOD [NAME]; TARGET is direct, junction or junction_auth.
 run_wrk() {
   local round=$1 kind=$2 conc=$3 target=$4 url=$5 method=$6 name=${7:-}
   local threads=1; [ "$conc" -gt 1 ] && threads=2
-  local j0 u0 j1 u1 line sampler=""
-  j0=$(cpu_ticks "$JUNCTION_PID"); u0=$(cpu_ticks "$UP_PID")
-  if [ "$conc" -gt 1 ]; then
+  local j0 u0 j1 u1 line sampler="" pid=$JUNCTION_PID authorization=""
+  if [ "$target" = junction_auth ]; then pid=$AUTH_PID; authorization=$MCP_AUTHORIZATION; fi
+  j0=$(cpu_ticks "$pid"); u0=$(cpu_ticks "$UP_PID")
+  if [ "$conc" -gt 1 ] && [ "$target" = junction ]; then
     ( sleep "$(awk -v d="$DURATION" 'BEGIN { print d / 2 }')"; echo "$(rss_kib "$JUNCTION_PID") $(rss_kib "$UP_PID")" > "$WORK/rss.sample" ) &
     sampler=$!
   fi
-  line=$(wrk -t"$threads" -c"$conc" -d"${DURATION}s" --latency -s "$HERE/mcp.lua" "$url" -- "$method" $name \
-    | grep '^RESULT ')
-  j1=$(cpu_ticks "$JUNCTION_PID"); u1=$(cpu_ticks "$UP_PID")
+  line=$(MCP_AUTHORIZATION=$authorization wrk_result -t"$threads" -c"$conc" -d"${DURATION}s" --latency \
+    -s "$HERE/mcp.lua" "$url" -- "$method" $name)
+  j1=$(cpu_ticks "$pid"); u1=$(cpu_ticks "$UP_PID")
   if [ -n "$sampler" ]; then
     wait "$sampler" || true
     read -r jr ur < "$WORK/rss.sample"
     [ "$jr" -gt "$J_RSS_LOAD" ] && J_RSS_LOAD=$jr
     [ "$ur" -gt "$U_RSS_LOAD" ] && U_RSS_LOAD=$ur
   fi
-  # RESULT requests=.. duration_us=.. p50_us=.. p90_us=.. p99_us=.. max_us=.. errors=.. non2xx=..
   echo "$line" | awk -v r="$round" -v k="$kind" -v c="$conc" -v t="$target" -v jt=$((j1 - j0)) -v ut=$((u1 - u0)) '
     { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
       printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r, k, c, t, v["requests"], v["duration_us"],
@@ -162,21 +118,23 @@ run_wrk() {
 }
 
 log "warm-up"
-for url_name in "$DIRECT_URL tool0" "$THROUGH_URL fast__tool0"; do
+for url_name in "$DIRECT_URL tool0" "$THROUGH_URL fast__tool0" "$AUTH_URL fast__tool0"; do
   set -- $url_name
-  wrk -t2 -c32 -d1s -s "$HERE/mcp.lua" "$1" -- tools/call "$2" > /dev/null
+  MCP_AUTHORIZATION=$MCP_AUTHORIZATION wrk -t2 -c32 -d1s -s "$HERE/mcp.lua" "$1" -- tools/call "$2" > /dev/null
 done
 
 for round in $(seq 1 "$ROUNDS"); do
   for conc in 1 32; do
     run_wrk "$round" tools/call "$conc" direct "$DIRECT_URL" tools/call tool0
     run_wrk "$round" tools/call "$conc" junction "$THROUGH_URL" tools/call fast__tool0
+    run_wrk "$round" tools/call "$conc" junction_auth "$AUTH_URL" tools/call fast__tool0
     run_wrk "$round" tools/list "$conc" direct "$DIRECT_URL" tools/list
     run_wrk "$round" tools/list "$conc" junction "$THROUGH_URL" tools/list
+    run_wrk "$round" tools/list "$conc" junction_auth "$AUTH_URL" tools/list
   done
 done
 J_HWM=$(hwm_kib "$JUNCTION_PID"); U_HWM=$(hwm_kib "$UP_PID")
-kill "$JUNCTION_PID" 2>/dev/null || true
+kill "$JUNCTION_PID" "$AUTH_PID" 2>/dev/null || true
 
 # ---- scaling: tools/list over N upstreams of 50 tools, cached and cold ----
 SCALE="$WORK/scaling.tsv"
@@ -207,16 +165,11 @@ if [ "$SCALING" = 1 ]; then
   } > "$WORK/scale.yaml"
   start_junction "$WORK/scale.yaml" scale
   SCALE_PID=$J_PID; SCALE_ADDR=$J_ADDR
-  for i in $(seq 1 100); do
-    curl -s -o /dev/null -w '%{http_code}' "http://$SCALE_ADDR/readyz" | grep -q 200 && break
-    sleep 0.1
-  done
   check "http://$SCALE_ADDR/u100" tools/list
   S_RSS=$(rss_kib "$SCALE_PID")
   scale_run() { # N ROUTE URL [METHOD NAME]
     local line
-    line=$(wrk -t1 -c1 -d"${SCALE_DURATION}s" --latency -s "$HERE/mcp.lua" "$3" -- "${4:-tools/list}" ${5:-} \
-      | grep '^RESULT ')
+    line=$(wrk_result -t1 -c1 -d"${SCALE_DURATION}s" --latency -s "$HERE/mcp.lua" "$3" -- "${4:-tools/list}" ${5:-})
     echo "$line" | awk -v n="$1" -v r="$2" '
       { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
         printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n, r, v["requests"], v["p50_us"], v["p99_us"], v["errors"], v["non2xx"] }' >> "$SCALE"
@@ -239,8 +192,26 @@ if [ "$SCALING" = 1 ]; then
   kill "$SCALE_PID" 2>/dev/null || true
 fi
 
-export RESULTS SCALE OUT TCK J_RSS_IDLE J_RSS_LOAD J_HWM U_RSS_IDLE U_RSS_LOAD U_HWM S_RSS DURATION ROUNDS
-export MACHINE="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(uname -sr)"
+# ---- memory per open change stream: a fresh Junction per kind ----
+STREAMS_TSV="$WORK/streams.tsv"
+if [ "$STREAMS" = 1 ]; then
+  # Junction's own cap is 10,000 change streams per process (notify::MAX_SUBSCRIBERS);
+  # every stream is one socket on each side, so both need the descriptors.
+  ulimit -n "$(ulimit -Hn)"
+  printf 'kind\tn\trss_kib\topen_streams\n' > "$STREAMS_TSV"
+  # conn: idle keep-alive connections (the baseline: what any HTTP connection costs);
+  # session: handshake-era sessions minted by initialize, no stream held;
+  # get: their GET streams; listen: modern subscriptions/listen streams.
+  for kind in conn session get listen; do
+    start_junction "$WORK/load.yaml" "streams-$kind"
+    python3 "$HERE/streams.py" --url "http://$J_ADDR/mcp" --pid "$J_PID" --kind "$kind" \
+      --levels "$STREAM_LEVELS" >> "$STREAMS_TSV"
+    kill "$J_PID" 2>/dev/null || true
+  done
+fi
+
+export RESULTS SCALE STREAMS_TSV OUT TCK A_RSS_IDLE J_RSS_IDLE J_RSS_LOAD J_HWM U_RSS_IDLE U_RSS_LOAD U_HWM S_RSS DURATION ROUNDS
+export MACHINE="$(machine)"
 export REV="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 python3 "$HERE/report.py"
 log "tables written to $OUT"
