@@ -176,6 +176,9 @@ pub(crate) struct Remote {
     /// Held while fetching: concurrent misses wait for the one fetch (single flight).
     gate: Mutex<Option<Instant>>,
     pub(crate) refetch_interval: Duration,
+    /// Bumped by every fetched key set: what verified under older keys is
+    /// verified again (a withdrawn key stops working at once).
+    generation: std::sync::atomic::AtomicU64,
 }
 
 struct Fetched {
@@ -213,6 +216,7 @@ impl Keys {
             current: ArcSwapOption::empty(),
             gate: Mutex::new(None),
             refetch_interval: DEFAULT_REFETCH_INTERVAL,
+            generation: std::sync::atomic::AtomicU64::new(0),
         })))
     }
 
@@ -234,6 +238,14 @@ impl Keys {
         match now {
             Some(f) => f.set.lookup(kid, alg),
             None => Lookup::Unavailable,
+        }
+    }
+
+    /// Changes whenever the key set does (a file's keys never change).
+    pub(crate) fn generation(&self) -> u64 {
+        match self {
+            Keys::Static(_) => 0,
+            Keys::Remote(r) => r.generation.load(std::sync::atomic::Ordering::Acquire),
         }
     }
 
@@ -282,6 +294,8 @@ impl Remote {
                     at: Instant::now(),
                 });
                 self.current.store(Some(fresh.clone()));
+                self.generation
+                    .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
                 Some(fresh)
             }
             Ok(Err(why)) => {

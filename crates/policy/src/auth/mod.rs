@@ -2,6 +2,7 @@
 //! configured issuer's keys, audience = Junction's canonical URL (RFC 8707),
 //! challenges per RFC 6750 and metadata per RFC 9728.
 
+mod cache;
 mod jwks;
 
 use std::collections::HashSet;
@@ -114,6 +115,8 @@ pub struct Authenticator {
     keys: Keys,
     authorization_servers: Vec<String>,
     scopes_supported: Vec<String>,
+    /// Tokens that verified recently (see `cache`).
+    verified: cache::Verified,
 }
 
 impl Authenticator {
@@ -137,6 +140,7 @@ impl Authenticator {
                 .filter(|s| *s != NEVER_ADVERTISED)
                 .cloned()
                 .collect(),
+            verified: cache::Verified::default(),
         })
     }
 
@@ -159,6 +163,19 @@ impl Authenticator {
             return Err(AuthError::TokenInQuery);
         }
         let token = bearer(authorization)?;
+        let cache_key = self.verified.key(token, route_path);
+        let keys = self.keys.generation();
+        if let Some(p) = self.verified.get(&cache_key, keys) {
+            return Ok(p);
+        }
+        let principal = self.verify(token, route_path).await?;
+        self.verified
+            .put(cache_key, &principal, self.leeway, self.keys.generation());
+        Ok(principal)
+    }
+
+    /// The signature and claims check of `authenticate`, without the cache.
+    async fn verify(&self, token: &str, route_path: &str) -> Result<Principal, AuthError> {
         let (alg, kid) = peek_header(token)?;
         let keys = match self.keys.lookup(kid.as_deref(), alg).await {
             Lookup::Keys(keys) => keys,

@@ -1,0 +1,143 @@
+//! Recently verified tokens. A bearer JWT's signature check is most of the
+//! cost of authentication (RSA-2048: ~45 µs here, EdDSA/ES256 more), and an
+//! agent sends the same token on every call. A token that verified for a route
+//! is remembered by a SHA-256 of (route, token) until the earlier of its own
+//! expiry (with the configured leeway, as the check itself allows) and
+//! `MAX_AGE`; failures are never remembered.
+//!
+//! Entries carry the generation of the key set they verified under: once the
+//! JWKS is fetched again (an unknown `kid`, or its age), every token is
+//! verified again, so a withdrawn key stops working as soon as Junction knows.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use dashmap::DashMap;
+use sha2::{Digest, Sha256};
+
+use super::Principal;
+
+/// The longest a verified token is trusted without verifying it again.
+const MAX_AGE: Duration = Duration::from_secs(60);
+/// Tokens remembered per process; past it, expired entries are dropped, and
+/// if none are, the new token is simply not remembered.
+const MAX_ENTRIES: usize = 10_000;
+
+#[derive(Default)]
+pub(super) struct Verified {
+    tokens: DashMap<[u8; 32], (Principal, Instant, u64)>,
+}
+
+impl Verified {
+    pub(super) fn key(&self, token: &str, route_path: &str) -> [u8; 32] {
+        let mut h = Sha256::new();
+        h.update((route_path.len() as u64).to_be_bytes());
+        h.update(route_path.as_bytes());
+        h.update(token.as_bytes());
+        h.finalize().into()
+    }
+
+    /// The remembered principal, if it verified under key set `generation`.
+    pub(super) fn get(&self, key: &[u8; 32], generation: u64) -> Option<Principal> {
+        let hit = self.tokens.get(key)?;
+        if hit.1 > Instant::now() && hit.2 == generation {
+            return Some(hit.0.clone());
+        }
+        drop(hit);
+        self.tokens.remove(key);
+        None
+    }
+
+    /// Remembers a principal that just verified, leeway in seconds.
+    pub(super) fn put(&self, key: [u8; 32], principal: &Principal, leeway: u64, generation: u64) {
+        let Some(exp) = principal
+            .claims
+            .get("exp")
+            .and_then(serde_json::Value::as_u64)
+        else {
+            return;
+        };
+        let now_unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let left = Duration::from_secs(exp.saturating_add(leeway).saturating_sub(now_unix));
+        if left.is_zero() {
+            return;
+        }
+        if self.tokens.len() >= MAX_ENTRIES {
+            let now = Instant::now();
+            self.tokens.retain(|_, (_, until, _)| *until > now);
+            if self.tokens.len() >= MAX_ENTRIES {
+                return;
+            }
+        }
+        let until = Instant::now() + left.min(MAX_AGE);
+        self.tokens
+            .insert(key, (principal.clone(), until, generation));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn principal(exp: u64) -> Principal {
+        Principal {
+            subject: "alice".into(),
+            scopes: vec![],
+            digest: "d".into(),
+            claims: json!({"sub": "alice", "exp": exp}),
+        }
+    }
+
+    fn now() -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs()
+    }
+
+    #[test]
+    fn a_token_is_remembered_per_route_and_never_past_its_expiry() {
+        let v = Verified::default();
+        let k = v.key("tok", "/mcp");
+        assert_ne!(
+            k,
+            v.key("tok", "/other"),
+            "the audience depends on the route"
+        );
+        assert_ne!(k, v.key("tok2", "/mcp"));
+        v.put(k, &principal(now() + 3600), 0, 1);
+        assert_eq!(v.get(&k, 1).map(|p| p.subject), Some("alice".into()));
+        assert!(v.get(&k, 2).is_none(), "keys fetched again: verify again");
+
+        let expired = v.key("old", "/mcp");
+        v.put(expired, &principal(now().saturating_sub(10)), 0, 0);
+        assert!(
+            v.get(&expired, 0).is_none(),
+            "an expired token is not remembered"
+        );
+        let in_leeway = v.key("leeway", "/mcp");
+        v.put(in_leeway, &principal(now().saturating_sub(10)), 60, 0);
+        assert!(
+            v.get(&in_leeway, 0).is_some(),
+            "as the verifier's leeway allows"
+        );
+
+        let no_exp = v.key("noexp", "/mcp");
+        let mut p = principal(0);
+        p.claims = json!({"sub": "alice"});
+        v.put(no_exp, &p, 0, 0);
+        assert!(v.get(&no_exp, 0).is_none());
+    }
+
+    #[test]
+    fn the_table_is_bounded() {
+        let v = Verified::default();
+        for i in 0..MAX_ENTRIES + 10 {
+            let k = v.key(&format!("t{i}"), "/mcp");
+            v.put(k, &principal(now() + 3600), 0, 0);
+        }
+        assert_eq!(v.tokens.len(), MAX_ENTRIES);
+    }
+}
