@@ -309,7 +309,11 @@ async fn mixed_load_with_restarts_and_reloads_loses_nothing_and_stays_flat() {
             restarts += u64::from(!down);
         }
         if tick.is_multiple_of(5) {
-            let ttl = if (tick / 5).is_multiple_of(2) { "30s" } else { "31s" };
+            let ttl = if (tick / 5).is_multiple_of(2) {
+                "30s"
+            } else {
+                "31s"
+            };
             let yaml = config(&w.alpha.url, &w._beta.url, &w.flappy.url, ttl);
             // Written aside and renamed, as an editor or a ConfigMap swap does:
             // a half-written file is not what this soak is about.
