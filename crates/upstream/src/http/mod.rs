@@ -19,6 +19,7 @@ use crate::envelope::{self, Stamp};
 use crate::era::{self, Era, EraPref};
 use crate::stream::{CancelGuard, Inner, Replier, ResponseStream};
 use crate::{IdGen, UpstreamError, UpstreamEvent, UpstreamRequest};
+pub(crate) use dual::Strays;
 use wire::{Answer, Wire};
 pub(crate) use wire::{Responder, SseBody};
 
@@ -234,15 +235,17 @@ impl HttpTransport {
         deadline: Instant,
     ) -> Result<ResponseStream, UpstreamError> {
         let ready = self.ready_for(req, deadline).await?;
+        let strays = self.side.enlist(&ready);
         match self.attempt(&ready, req, deadline).await {
-            Ok(stream) => Ok(stream),
+            Ok(stream) => Ok(with_strays(stream, strays)),
             Err(Attempt::Failed(e)) => Err(e),
             Err(Attempt::SessionExpired) => {
                 tracing::debug!(upstream = %self.wire.upstream, "legacy session expired; re-initializing");
                 self.invalidate(&ready);
                 let ready = self.ready_for(req, deadline).await?;
+                let strays = self.side.enlist(&ready);
                 match self.attempt(&ready, req, deadline).await {
-                    Ok(stream) => Ok(stream),
+                    Ok(stream) => Ok(with_strays(stream, strays)),
                     Err(Attempt::Failed(e)) => Err(e),
                     Err(Attempt::SessionExpired) => Err(UpstreamError::Http {
                         status: 404,
@@ -434,6 +437,13 @@ impl HttpTransport {
                 }
             }
         }
+    }
+}
+
+fn with_strays(stream: ResponseStream, strays: Option<Strays>) -> ResponseStream {
+    match strays {
+        Some(s) => stream.with_strays(s),
+        None => stream,
     }
 }
 
