@@ -36,19 +36,30 @@ async fn legacy_client(d: &Dual, caps: Value) -> TestClient {
     c
 }
 
-#[tokio::test]
-async fn legacy_client_answers_a_dual_era_upstreams_own_elicitation() {
-    let d = dual_world().await;
-    let c = legacy_client(&d, json!({"elicitation": {}})).await;
+/// Calls `tool` as a handshake-era client over SSE, answers the one server
+/// request it gets with `answer`; the request and the final message.
+async fn ask_and_answer(c: &TestClient, tool: &str, answer: Value) -> (Value, Value) {
     let mut stream = c
         .stream(
             "tools/call",
-            json!({"name": "dual__ask", "arguments": {"q": 3}}),
+            json!({"name": tool, "arguments": {"q": 3}}),
             vec![],
         )
         .await;
     assert_eq!(stream.status, 200);
     let asked = stream.next(WAIT).await.expect("a server request");
+    let ack = c.respond(asked["id"].clone(), answer).await;
+    assert_eq!(ack.status, 202, "{}", ack.text());
+    let last = stream.next(WAIT).await.expect("the final result");
+    (asked, last)
+}
+
+#[tokio::test]
+async fn legacy_client_answers_a_dual_era_upstreams_own_elicitation() {
+    let d = dual_world().await;
+    let c = legacy_client(&d, json!({"elicitation": {}})).await;
+    let accept = json!({"action": "accept", "content": {"ok": true}});
+    let (asked, last) = ask_and_answer(&c, "dual__ask", accept).await;
     assert_eq!(asked["method"], "elicitation/create", "{asked}");
     assert_eq!(asked["params"]["message"], "Confirm ask on dual?");
     assert!(
@@ -57,14 +68,6 @@ async fn legacy_client_answers_a_dual_era_upstreams_own_elicitation() {
             .is_some_and(|id| id.starts_with("junction-")),
         "a gateway-chosen id: {asked}"
     );
-    let ack = c
-        .respond(
-            asked["id"].clone(),
-            json!({"action": "accept", "content": {"ok": true}}),
-        )
-        .await;
-    assert_eq!(ack.status, 202, "{}", ack.text());
-    let last = stream.next(WAIT).await.expect("the final result");
     assert_eq!(
         last["result"]["structuredContent"]["elicitation"],
         json!({"action": "accept", "content": {"ok": true}}),
@@ -91,17 +94,7 @@ async fn legacy_client_answers_a_dual_era_upstreams_own_elicitation() {
     );
 
     // A second call reuses the session.
-    let mut again = c
-        .stream(
-            "tools/call",
-            json!({"name": "dual__ask", "arguments": {}}),
-            vec![],
-        )
-        .await;
-    let asked = again.next(WAIT).await.expect("a server request");
-    c.respond(asked["id"].clone(), json!({"action": "decline"}))
-        .await;
-    let last = again.next(WAIT).await.expect("the final result");
+    let (_, last) = ask_and_answer(&c, "dual__ask", json!({"action": "decline"})).await;
     assert_eq!(
         last["result"]["structuredContent"]["elicitation"],
         json!({"action": "decline"})
@@ -146,20 +139,8 @@ async fn modern_clients_and_pinned_upstreams_stay_modern() {
     // A handshake-era client of the pinned upstream: its input_required is
     // bridged as before (asked, then retried with inputResponses).
     let c = legacy_client(&d, json!({"elicitation": {}})).await;
-    let mut stream = c
-        .stream(
-            "tools/call",
-            json!({"name": "pinned__ask", "arguments": {}}),
-            vec![],
-        )
-        .await;
-    let asked = stream.next(WAIT).await.expect("a server request");
-    c.respond(
-        asked["id"].clone(),
-        json!({"action": "accept", "content": {"ok": true}}),
-    )
-    .await;
-    let last = stream.next(WAIT).await.expect("the final result");
+    let accept = json!({"action": "accept", "content": {"ok": true}});
+    let (_, last) = ask_and_answer(&c, "pinned__ask", accept).await;
     assert_eq!(
         last["result"]["structuredContent"]["requestState"], REQUEST_STATE,
         "{last}"
@@ -170,39 +151,45 @@ async fn modern_clients_and_pinned_upstreams_stay_modern() {
     assert!(calls.iter().all(|c| c.header("mcp-session-id").is_none()));
 }
 
-/// A real mcp 2.x server (stateful SSE, both eras: the conformance fixture's
-/// shape) whose tool calls `ctx.elicit`, and a real 2.x client in handshake-era
-/// mode with an elicitation callback, through Junction.
+/// The conformance fixture itself (a real mcp 2.x `MCPServer`, stateful SSE,
+/// both eras) whose `test_elicitation` calls `ctx.elicit`, and a real 2.x
+/// client in handshake-era mode with an elicitation callback, through Junction.
 #[tokio::test]
 async fn real_python_dual_era_server_elicits_a_legacy_client() {
     use junction_testkit::peers::python_server;
-    let up = python_server("py-mcp2", "bridge_dual.py", &[]).await;
+    let up = python_server("py-mcp2", "../conformance/fixture.py", &[]).await;
     let yaml = format!(
         "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: pd, url: {}}}\n",
         up.url
     );
     let gw = spawn_gateway(bin(), &yaml).await;
     for (answer, want) in [
-        ("--accept-elicitation", "confirmed"),
-        ("--decline-elicitation", "declined"),
+        (
+            "--accept-elicitation",
+            r#"User response: action=accept, content={"response": "yes"}"#,
+        ),
+        (
+            "--decline-elicitation",
+            "User response: action=decline, content={}",
+        ),
     ] {
         let report = py_client(
             &gw.url("/mcp"),
             "legacy",
-            ("pd__dual_confirm", json!({"item": "disk"})),
+            ("pd__test_elicitation", json!({"message": "Your name?"})),
             answer,
         )
         .await;
         let call = &report["calls"][0];
         assert_eq!(
             call["result"]["content"][0]["text"],
-            json!(format!("{want} disk")),
+            json!(want),
             "{answer}: {call}\n--- gateway ---\n{}\n--- upstream ---\n{}",
             gw.stderr(),
             up.stderr()
         );
         let asked = call["elicitations"].as_array().cloned().unwrap_or_default();
         assert_eq!(asked.len(), 1, "asked exactly once: {call}");
-        assert_eq!(asked[0]["message"], "Confirm disk?");
+        assert_eq!(asked[0]["message"], "Your name?");
     }
 }
