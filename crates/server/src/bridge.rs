@@ -9,7 +9,9 @@
 //!   Junction asks the client with real JSON-RPC requests on the call's SSE
 //!   stream, waits for its answers (POSTed responses, `client_response`), and
 //!   retries the upstream with `inputResponses` and the upstream's `requestState`.
-//!   A handshake-era upstream asking a handshake-era client is relayed the same way.
+//!   A handshake-era upstream asking a handshake-era client is relayed the same way;
+//!   so is a dual-era upstream, which such a client reaches over a handshake-era
+//!   session (`junction_upstream`'s `http/dual.rs`).
 //!
 //! Nothing is asked that the client did not declare: the upstream gets an error
 //! instead. Both tables are per process, bounded, expiring, and bound to the

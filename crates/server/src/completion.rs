@@ -98,6 +98,7 @@ pub async fn complete(
             &cx.state.config.headers.forward,
         ),
         timeout: None,
+        handshake_client: !matches!(client, ClientSide::Modern { .. }),
     };
     let started = std::time::Instant::now();
     let answer = crate::forward::answer_of(upstream, request).await;

@@ -328,6 +328,7 @@ pub(crate) async fn forward(
             &cx.state.config.headers.forward,
         ),
         timeout: None,
+        handshake_client: !modern,
     };
     if !modern {
         driver.retry = Some(bridge::Retry {

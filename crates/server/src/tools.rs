@@ -453,6 +453,7 @@ pub async fn call(
             &cx.state.config.headers.forward,
         ),
         timeout: None,
+        handshake_client: !client.is_modern(),
     };
     if !client.is_modern() {
         driver.retry = Some(bridge::Retry {

@@ -110,6 +110,11 @@ pub struct UpstreamRequest {
     pub forward_headers: Vec<(String, String)>,
     /// Overrides the spec's timeout.
     pub timeout: Option<Duration>,
+    /// The downstream client speaks the handshake era. An HTTP upstream that
+    /// serves both eras then gets the request on a handshake-era session of
+    /// its own, so the upstream's server requests have a back-channel
+    /// (`next_bridged`); a modern request has none there.
+    pub handshake_client: bool,
 }
 
 /// One page of an upstream's `tools/list`.

@@ -88,6 +88,9 @@ pub struct ResponseStream {
     finished: bool,
     guard: Option<CancelGuard>,
     replier: Option<Replier>,
+    /// Server requests of this call's session that arrived on its GET stream
+    /// without naming a call (`http::dual`).
+    strays: Option<crate::http::Strays>,
 }
 
 impl ResponseStream {
@@ -99,7 +102,13 @@ impl ResponseStream {
             finished: false,
             guard,
             replier: None,
+            strays: None,
         }
+    }
+
+    pub(crate) fn with_strays(mut self, strays: crate::http::Strays) -> Self {
+        self.strays = Some(strays);
+        self
     }
 
     pub(crate) fn with_replier(mut self, replier: Replier) -> Self {
@@ -137,7 +146,17 @@ impl ResponseStream {
         if self.finished {
             return None;
         }
-        let item = match tokio::time::timeout_at(self.deadline, self.inner.next()).await {
+        let next = async {
+            match self.strays.as_mut() {
+                None => self.inner.next().await,
+                Some(strays) => tokio::select! {
+                    biased;
+                    item = self.inner.next() => item,
+                    Some(r) = strays.recv() => Some(Ok(Bridged::ServerRequest(r))),
+                },
+            }
+        };
+        let item = match tokio::time::timeout_at(self.deadline, next).await {
             Ok(Some(item)) => item,
             Ok(None) => Err(UpstreamError::Protocol(
                 "upstream stream ended before the response".to_owned(),
@@ -179,6 +198,7 @@ impl ResponseStream {
         // Release the connection / routing entry now, not when the caller drops us.
         self.inner = Inner::Ready(VecDeque::new());
         self.replier = None;
+        self.strays = None;
         if let Some(guard) = self.guard.take() {
             if cancel {
                 guard();

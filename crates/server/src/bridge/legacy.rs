@@ -115,22 +115,14 @@ impl Driver {
         let Some(retry) = self.retry.as_ref() else {
             return Err(self.broken("cannot retry this call"));
         };
-        let mut params = retry.request.params.clone();
+        let mut request = copy_request(&retry.request);
+        let params = &mut request.params;
         params.remove("requestState");
         let members = responses.iter().map(|(k, v)| (k.as_str(), v.as_ref()));
         params.insert("inputResponses".into(), jsonrpc::raw_object(members));
         if let Some(s) = state {
             params.insert("requestState".into(), s);
         }
-        let request = UpstreamRequest {
-            method: retry.request.method.clone(),
-            params,
-            meta: retry.request.meta.clone(),
-            client_capabilities: retry.request.client_capabilities.clone(),
-            param_headers: retry.request.param_headers.clone(),
-            forward_headers: retry.request.forward_headers.clone(),
-            timeout: retry.request.timeout,
-        };
         self.stream = None;
         let stream = retry
             .client
@@ -152,6 +144,7 @@ pub(crate) fn copy_request(r: &UpstreamRequest) -> UpstreamRequest {
         param_headers: r.param_headers.clone(),
         forward_headers: r.forward_headers.clone(),
         timeout: r.timeout,
+        handshake_client: r.handshake_client,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Streamable HTTP upstreams: era probe, legacy session (initialize once,
 //! session header, re-initialize on 404), and request forwarding.
 
+mod dual;
 mod wire;
 
 use std::path::Path;
@@ -18,6 +19,7 @@ use crate::envelope::{self, Stamp};
 use crate::era::{self, Era, EraPref};
 use crate::stream::{CancelGuard, Inner, Replier, ResponseStream};
 use crate::{IdGen, UpstreamError, UpstreamEvent, UpstreamRequest};
+pub(crate) use dual::Strays;
 use wire::{Answer, Wire};
 pub(crate) use wire::{Responder, SseBody};
 
@@ -67,6 +69,8 @@ pub(crate) struct HttpTransport {
     ready: ArcSwapOption<Ready>,
     // Single-flight probe / initialize: concurrent first requests share one.
     init_lock: tokio::sync::Mutex<()>,
+    /// The handshake-era session of a dual-era upstream (`dual.rs`).
+    side: dual::Side,
 }
 
 /// Why one attempt did not produce a stream.
@@ -109,6 +113,7 @@ impl HttpTransport {
             ids: IdGen::default(),
             ready: ArcSwapOption::empty(),
             init_lock: tokio::sync::Mutex::new(()),
+            side: dual::Side::default(),
         })
     }
 
@@ -137,9 +142,11 @@ impl HttpTransport {
         Ok(ready)
     }
 
-    /// Forget `old` (if still current) so the next request probes again.
+    /// Forget `old` (if still current) so the next request probes again
+    /// (or, for the handshake-era side session, initializes again).
     fn invalidate(&self, old: &Arc<Ready>) {
         let _ = self.ready.compare_and_swap(old, None);
+        self.side.forget(old);
     }
 
     /// NOTES §3.2: `Some(Modern)` if the upstream showed it is modern,
@@ -227,16 +234,18 @@ impl HttpTransport {
         req: &UpstreamRequest,
         deadline: Instant,
     ) -> Result<ResponseStream, UpstreamError> {
-        let ready = self.ensure_ready(deadline).await?;
+        let ready = self.ready_for(req, deadline).await?;
+        let strays = self.side.enlist(&ready);
         match self.attempt(&ready, req, deadline).await {
-            Ok(stream) => Ok(stream),
+            Ok(stream) => Ok(with_strays(stream, strays)),
             Err(Attempt::Failed(e)) => Err(e),
             Err(Attempt::SessionExpired) => {
                 tracing::debug!(upstream = %self.wire.upstream, "legacy session expired; re-initializing");
                 self.invalidate(&ready);
-                let ready = self.ensure_ready(deadline).await?;
+                let ready = self.ready_for(req, deadline).await?;
+                let strays = self.side.enlist(&ready);
                 match self.attempt(&ready, req, deadline).await {
-                    Ok(stream) => Ok(stream),
+                    Ok(stream) => Ok(with_strays(stream, strays)),
                     Err(Attempt::Failed(e)) => Err(e),
                     Err(Attempt::SessionExpired) => Err(UpstreamError::Http {
                         status: 404,
@@ -395,12 +404,18 @@ impl HttpTransport {
     }
 
     pub(crate) async fn shutdown(&self, timeout: Duration) {
-        let Some(ready) = self.ready.swap(None) else {
-            return;
-        };
+        for ready in [self.ready.swap(None), self.side.take()]
+            .into_iter()
+            .flatten()
+        {
+            self.delete_session(&ready, timeout).await;
+        }
+    }
+
+    async fn delete_session(&self, ready: &Ready, timeout: Duration) {
         if let Ready::Legacy {
             session: Some(_), ..
-        } = ready.as_ref()
+        } = ready
         {
             let deadline = Instant::now() + timeout.min(Duration::from_secs(5));
             match self
@@ -422,6 +437,13 @@ impl HttpTransport {
                 }
             }
         }
+    }
+}
+
+fn with_strays(stream: ResponseStream, strays: Option<Strays>) -> ResponseStream {
+    match strays {
+        Some(s) => stream.with_strays(s),
+        None => stream,
     }
 }
 
