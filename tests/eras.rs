@@ -219,14 +219,7 @@ async fn cancel_by_notification(w: &World, up: &MockUpstream, tool: &str) {
             .all(|m| m.get("result").is_none() && m.get("error").is_none()),
         "no response for a cancelled request: {messages:?}"
     );
-    let mut cancelled = false;
-    for _ in 0..100 {
-        if !up.cancelled().is_empty() {
-            cancelled = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let cancelled = up.saw_cancellation(Duration::from_secs(5)).await;
     assert!(
         cancelled,
         "{tool}: upstream call cancelled: {}",

@@ -11,7 +11,6 @@
 use http::{Response, StatusCode};
 use junction_protocol::codes;
 use junction_protocol::jsonrpc::{error_bytes, result_bytes, Id, RawParams};
-use junction_upstream::UpstreamRequest;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -87,19 +86,7 @@ pub async fn complete(
     })?;
     let meta = client.upstream_meta(&params);
     params.remove("_meta");
-    let request = UpstreamRequest {
-        method: METHOD.to_owned(),
-        params,
-        meta,
-        client_capabilities: serde_json::value::to_raw_value(client.capabilities()).ok(),
-        param_headers: Vec::new(),
-        forward_headers: junction_policy::forwardable_headers(
-            cx.headers,
-            &cx.state.config.headers.forward,
-        ),
-        timeout: None,
-        handshake_client: !matches!(client, ClientSide::Modern { .. }),
-    };
+    let request = client.upstream_request(cx, METHOD, params, meta);
     let started = std::time::Instant::now();
     let answer = crate::forward::answer_of(upstream, request).await;
     let outcome = match &answer {

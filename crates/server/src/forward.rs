@@ -317,19 +317,7 @@ pub(crate) async fn forward(
             }
         }
     }
-    let request = UpstreamRequest {
-        method: method.to_owned(),
-        params: out,
-        meta,
-        client_capabilities: serde_json::value::to_raw_value(client.capabilities()).ok(),
-        param_headers: Vec::new(),
-        forward_headers: junction_policy::forwardable_headers(
-            cx.headers,
-            &cx.state.config.headers.forward,
-        ),
-        timeout: None,
-        handshake_client: !modern,
-    };
+    let request = client.upstream_request(cx, method, out, meta);
     if !modern {
         driver.retry = Some(bridge::Retry {
             client: upstream.client.clone(),

@@ -75,6 +75,30 @@ impl ClientSide {
         meta
     }
 
+    /// The upstream request of `method` for this client: its capabilities,
+    /// era, and the allow-listed headers of this request.
+    pub(crate) fn upstream_request(
+        &self,
+        cx: &Cx<'_>,
+        method: &str,
+        params: RawParams,
+        meta: Vec<(String, Box<RawValue>)>,
+    ) -> UpstreamRequest {
+        UpstreamRequest {
+            method: method.to_owned(),
+            params,
+            meta,
+            client_capabilities: serde_json::value::to_raw_value(self.capabilities()).ok(),
+            param_headers: Vec::new(),
+            forward_headers: junction_policy::forwardable_headers(
+                cx.headers,
+                &cx.state.config.headers.forward,
+            ),
+            timeout: None,
+            handshake_client: !self.is_modern(),
+        }
+    }
+
     /// A handshake-era call that `notifications/cancelled` can reach.
     pub(crate) fn cancellable(&self, cx: &Cx<'_>, id: &Id) -> Option<Cancel> {
         match self {
@@ -443,17 +467,13 @@ pub async fn call(
 
     let upstream_params = upstream_params(cx, tool, &params)?;
     let request = UpstreamRequest {
-        method: "tools/call".into(),
-        params: upstream_params,
-        meta: client.upstream_meta(&params),
-        client_capabilities: serde_json::value::to_raw_value(client.capabilities()).ok(),
         param_headers,
-        forward_headers: junction_policy::forwardable_headers(
-            cx.headers,
-            &cx.state.config.headers.forward,
-        ),
-        timeout: None,
-        handshake_client: !client.is_modern(),
+        ..client.upstream_request(
+            cx,
+            "tools/call",
+            upstream_params,
+            client.upstream_meta(&params),
+        )
     };
     if !client.is_modern() {
         driver.retry = Some(bridge::Retry {

@@ -281,6 +281,20 @@ impl MockUpstream {
         lock(&self.shared.cancelled).clone()
     }
 
+    /// Whether some call of this mock was cancelled within `within` (polled).
+    pub async fn saw_cancellation(&self, within: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if !self.cancelled().is_empty() {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     /// Legacy: forget every session, so the next request with an old id gets 404.
     pub fn expire_sessions(&self) {
         lock(&self.shared.sessions).clear();
