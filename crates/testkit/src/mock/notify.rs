@@ -95,6 +95,22 @@ pub(crate) fn get_stream(shared: &Shared, req: &Req) -> Reply {
             404,
             error_body(&Value::Null, -32600, "Session not found", None),
         ),
+        // As the Python SDK does: a GET that does not accept SSE is refused.
+        Some(true)
+            if !req
+                .header("accept")
+                .is_some_and(|a| a.contains("text/event-stream")) =>
+        {
+            Reply::json(
+                406,
+                error_body(
+                    &Value::Null,
+                    -32600,
+                    "Not Acceptable: Client must accept text/event-stream",
+                    None,
+                ),
+            )
+        }
         Some(true) => {
             let (tx, rx) = mpsc::channel(64);
             lock(&shared.listeners.open).push(Listener {

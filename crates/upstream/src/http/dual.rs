@@ -237,14 +237,9 @@ impl HttpTransport {
     async fn hold_get_stream(&self, ready: &Ready, deadline: Instant) {
         let calls = self.side.calls.clone();
         let headers = ready.legacy_headers();
-        let mut get_headers = headers.clone();
-        get_headers.insert(
-            http::header::ACCEPT,
-            http::HeaderValue::from_static("text/event-stream"),
-        );
         let resp = match self
             .wire
-            .send(Method::GET, Vec::new(), get_headers, &[], deadline)
+            .send(Method::GET, Vec::new(), headers.clone(), &[], deadline)
             .await
         {
             Ok(resp) => resp,

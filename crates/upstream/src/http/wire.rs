@@ -146,6 +146,10 @@ impl Wire {
                 ACCEPT,
                 HeaderValue::from_static("application/json, text/event-stream"),
             );
+        } else if method == Method::GET {
+            // The standalone stream is SSE only; servers refuse a GET that does
+            // not say so (the Python SDK answers 406).
+            headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         }
         headers.extend(extra);
         let mut req = Request::builder()
