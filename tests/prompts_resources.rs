@@ -569,3 +569,35 @@ async fn both_eras_are_told_completion_and_logging_exist() {
         "prefix: never keeps the name"
     );
 }
+
+#[tokio::test]
+async fn a_rate_limit_rule_counts_a_routed_request_once() {
+    let w = world(
+        "rate_limits:\n  rules: [{name: gets, key: [principal], rate: 2, per: 1m, burst: 2, methods: [prompts/get, completion/complete]}]\n",
+    )
+    .await;
+    let c = TestClient::modern(&w.gw.url("/mcp"));
+    for _ in 0..2 {
+        let r = c
+            .request(
+                "prompts/get",
+                json!({"name": "alpha__greet", "arguments": {"name": "x"}}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+    }
+    let r = c
+        .request(
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "alpha__greet"}, "argument": {"name": "name", "value": ""}}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.error_code()),
+        (429, Some(-31004)),
+        "{:?}",
+        r.body
+    );
+    assert_eq!(w.alpha.requests_for("prompts/get").len(), 2);
+    assert!(w.alpha.requests_for("completion/complete").is_empty());
+}

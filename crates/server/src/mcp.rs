@@ -234,8 +234,7 @@ async fn edge_and_dispatch(
         ClientMessage::Request { id, method, params } => (id, method, params),
     };
     let label = method_label(&method);
-    if method != "tools/call" {
-        // tools/call is limited after authorization, with its upstream and tool.
+    if !limited_once_routed(&method) {
         crate::tools::rate_limit(cx, &method, "", "")
             .await
             .map_err(|e| (label, Some(id.clone()), e))?;
@@ -246,6 +245,16 @@ async fn edge_and_dispatch(
         modern::dispatch(cx, &id, &method, params).await
     };
     result.map(|r| (label, r)).map_err(|e| (label, Some(id), e))
+}
+
+/// Methods whose rate limit runs once their target is known (after
+/// authorization, with its upstream and tool, prompt or URI), so a rule
+/// counts them once, not twice.
+fn limited_once_routed(method: &str) -> bool {
+    matches!(
+        method,
+        "tools/call" | "prompts/get" | "resources/read" | "completion/complete"
+    )
 }
 
 /// Handshake era when the client says so: `initialize`, a session id, or a
