@@ -599,56 +599,121 @@ async fn shutdown_ends_listen_streams_with_their_response() {
 
 /// The official Python SDK's 2.x client (`Client.listen`) hears of a tool
 /// change through Junction and sees the new tool when it lists again.
+/// A real SDK client script of tests/interop/python, run from `venv` against
+/// `url`: its stdout lines, read one at a time.
+struct Peer {
+    child: tokio::process::Child,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Peer {
+    fn spawn(venv: &str, script: &str, url: &str, extra: &[&str]) -> Peer {
+        use tokio::io::AsyncBufReadExt;
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/interop/python")
+            .join(script);
+        let mut child = tokio::process::Command::new(junction_testkit::peers::python(venv))
+            .arg(script)
+            .args(["--url", url, "--timeout", "30"])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("python client starts");
+        let lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        Peer { child, lines }
+    }
+
+    async fn line(&mut self) -> String {
+        let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())
+            .await
+            .expect("the client printed a line in time")
+            .unwrap();
+        match line {
+            Some(l) => l,
+            None => panic!("python client ended early: {}", self.stderr().await),
+        }
+    }
+
+    async fn stderr(&mut self) -> String {
+        use tokio::io::AsyncReadExt;
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err).await;
+        }
+        err
+    }
+
+    async fn succeeded(mut self) {
+        let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            status.success(),
+            "python client failed: {}",
+            self.stderr().await
+        );
+    }
+}
+
+fn report_lists(report: &Value, name: &str) -> (bool, bool) {
+    let has = |k: &str| report[k].as_array().unwrap().contains(&json!(name));
+    (has("before"), has("after"))
+}
+
 #[tokio::test]
 async fn python_sdk_client_receives_list_changed_through_junction() {
-    use tokio::io::{AsyncBufReadExt, BufReader};
     let w = world().await;
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python/listen_client.py");
-    let mut child = tokio::process::Command::new(junction_testkit::peers::python("py-mcp2"))
-        .arg(script)
-        .args(["--url", &w.gw.url("/mcp"), "--timeout", "30"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("python client starts");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-        .await
-        .expect("the client got its acknowledgement")
-        .unwrap()
-        .unwrap_or_default();
+    let mut peer = Peer::spawn("py-mcp2", "listen_client.py", &w.gw.url("/mcp"), &[]);
+    let ready = peer.line().await;
     let honored: Value =
         serde_json::from_str(ready.strip_prefix("READY ").unwrap_or("null")).unwrap_or_default();
     assert_eq!(honored, json!({"toolsListChanged": true}), "{ready}");
     w.alpha
         .set_tools(vec![MockTool::echo("echo"), MockTool::echo("added")]);
-    let report = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-        .await
-        .expect("the client reported")
-        .unwrap()
-        .unwrap_or_default();
-    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "python client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_str(&report).unwrap();
+    let report: Value = serde_json::from_str(&peer.line().await).unwrap();
+    peer.succeeded().await;
     assert_eq!(report["event"], "ToolsListChanged", "{report}");
-    assert!(!report["before"]
-        .as_array()
-        .unwrap()
-        .contains(&json!("alpha__added")));
-    assert!(
-        report["after"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("alpha__added")),
+    assert_eq!(
+        report_lists(&report, "alpha__added"),
+        (false, true),
         "{report}"
     );
+}
+
+#[tokio::test]
+async fn python_1x_legacy_client_receives_list_changed_on_its_get_stream() {
+    let w = world().await;
+    let mut peer = Peer::spawn(
+        "py-mcp1",
+        "listen_client_v1.py",
+        &w.gw.url("/mcp"),
+        &["--changes", "2"],
+    );
+    assert_eq!(peer.line().await, "READY");
+    // An upstream's change (the handshake-era one, through its own GET stream).
+    w.beta
+        .set_tools(vec![MockTool::echo("echo"), MockTool::echo("fresh")]);
+    let first: Value = serde_json::from_str(&peer.line().await).unwrap();
+    assert_eq!(first["event"], "ToolListChangedNotification", "{first}");
+    assert_eq!(
+        report_lists(&first, "beta__fresh"),
+        (false, true),
+        "{first}"
+    );
+    // A reload that hides a tool this client sees.
+    std::fs::write(
+        w.gw.config_path(),
+        config(&w.alpha.url, &w.beta.url, "    exclude: [\"beta__fresh\"]"),
+    )
+    .unwrap();
+    let second: Value = serde_json::from_str(&peer.line().await).unwrap();
+    assert_eq!(
+        report_lists(&second, "beta__fresh"),
+        (true, false),
+        "{second}"
+    );
+    peer.succeeded().await;
 }
