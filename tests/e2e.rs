@@ -605,11 +605,10 @@ async fn legacy_sessions_are_sealed_tokens() {
         (200, Some(-32601)),
         "legacy 404 would mean 'session expired'"
     );
-    assert_eq!(
-        c.delete_session().await.status,
-        405,
-        "sealed sessions cannot be terminated early"
-    );
+    // DELETE ends the session (on this replica): from then on it is unknown.
+    assert_eq!(c.delete_session().await.status, 200);
+    assert_eq!(c.request("tools/list", json!({})).await.status, 404);
+    assert_eq!(c.delete_session().await.status, 404);
     let forged_delete = TestClient::legacy(&url, "2025-11-25");
     forged_delete.set_session_id(Some("made-up".into()));
     assert_eq!(forged_delete.delete_session().await.status, 404);

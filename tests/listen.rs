@@ -348,6 +348,33 @@ impl GetStream {
 }
 
 #[tokio::test]
+async fn deleting_a_session_ends_its_get_stream_and_its_subscriptions() {
+    let w = world().await;
+    let url = w.gw.url("/mcp");
+    let c = TestClient::legacy(&url, "2025-11-25");
+    c.initialize().await;
+    let sid = c.session_id().unwrap();
+    let headers = [
+        ("mcp-session-id", sid.as_str()),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    let mut stream = get(&url, &headers).await;
+    assert_eq!(stream.status, 200);
+    let sub = c
+        .request("resources/subscribe", json!({"uri": "mock://beta/readme"}))
+        .await;
+    assert_eq!(sub.status, 200, "{:?}", sub.body);
+    wait_until(|| w.beta.subscribed_uris().contains("mock://beta/readme")).await;
+
+    assert_eq!(c.delete_session().await.status, 200);
+    // The stream ends (next gives up only at WAIT otherwise) and nothing is watched.
+    assert!(stream.next(WAIT).await.is_none());
+    assert!(stream.body.is_none(), "the GET stream ended");
+    wait_until(|| w.beta.subscribed_uris().is_empty()).await;
+    assert_eq!(get(&url, &headers).await.status, 404);
+}
+
+#[tokio::test]
 async fn legacy_get_stream_gets_list_changed_and_resource_updates() {
     let w = world().await;
     let url = w.gw.url("/mcp");

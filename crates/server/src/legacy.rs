@@ -63,10 +63,11 @@ fn current_session(cx: &Cx<'_>) -> Result<(Session, String), GatewayError> {
         GatewayError::SessionRequired("Mcp-Session-Id header is required after initialize".into())
     })?;
     let s = session::open(&cx.state.sealer, token).ok_or(GatewayError::SessionNotFound)?;
-    if s.p != cx.principal {
+    let key = session::key(token);
+    if s.p != cx.principal || cx.state.hub.revoked.is_revoked(&key) {
         return Err(GatewayError::SessionNotFound);
     }
-    Ok((s, session::key(token)))
+    Ok((s, key))
 }
 
 /// `logging/setLevel`: remembered for the session (see `logging`), answered `{}`.
@@ -141,15 +142,23 @@ fn initialize(
     Ok(r)
 }
 
-/// DELETE of a session. Session ids are sealed tokens with nothing stored, so
-/// Junction cannot terminate one early: it answers 405, the spec's way of saying
-/// "this server does not let clients terminate sessions", and the id stays valid
-/// until it expires. A forged or expired id still gets 404.
+/// DELETE of a session: it ends on this replica (404 from then on, its GET
+/// streams closed, its level and subscriptions forgotten) and answers 200.
+/// Sessions are sealed tokens, so other replicas accept the id until it
+/// expires (see `session::Revoked`). No session is 405 (nothing to end); a
+/// forged, foreign or expired one is 404.
 pub fn delete_session(cx: &Cx<'_>) -> Result<Response<Body>, GatewayError> {
-    if cx.headers.contains_key("mcp-session-id") {
-        current_session(cx)?;
+    if !cx.headers.contains_key("mcp-session-id") {
+        return Err(GatewayError::MethodNotAllowed("DELETE".into()));
     }
-    Err(GatewayError::MethodNotAllowed("DELETE".into()))
+    let (_, key) = current_session(cx)?;
+    let hub = &cx.state.hub;
+    if !hub.revoked.revoke(&key, cx.state.config.sessions.ttl) {
+        return Err(GatewayError::MethodNotAllowed("DELETE".into()));
+    }
+    hub.end_session(&key);
+    hub.log_levels.forget(&key);
+    Ok(response::empty(StatusCode::OK))
 }
 
 fn ok(id: &Id, result: Value) -> Response<Body> {

@@ -166,10 +166,11 @@ fn session_of(cx: &Cx<'_>) -> Result<(session::Session, String), GatewayError> {
         });
     };
     let s = session::open(&cx.state.sealer, token).ok_or(GatewayError::SessionNotFound)?;
-    if s.p != cx.principal {
+    let key = session::key(token);
+    if s.p != cx.principal || cx.state.hub.revoked.is_revoked(&key) {
         return Err(GatewayError::SessionNotFound);
     }
-    Ok((s, session::key(token)))
+    Ok((s, key))
 }
 
 /// GET on the route: the standalone SSE stream of a handshake-era session.

@@ -162,6 +162,11 @@ impl SessionLevels {
         }
     }
 
+    /// Forgets the session's level (it ended).
+    pub fn forget(&self, session: &str) {
+        self.lock().remove(session);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Level, Instant)>> {
         self.levels
             .lock()

@@ -1,6 +1,7 @@
 //! Downstream handshake-era session ids: self-contained sealed tokens (DESIGN §1).
 //! Any replica holding the same key accepts them; nothing is stored. A forged,
-//! foreign or expired token is "session not found" (HTTP 404).
+//! foreign or expired token is "session not found" (HTTP 404), and so is one
+//! the client ended with DELETE on this replica (`Revoked`).
 
 use junction_protocol::seal::{now_ms, Sealer};
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,51 @@ pub fn key(token: &str) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(token.as_bytes());
     digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Sessions ended by DELETE, by `key`, until they would have expired anyway.
+/// Per replica: a sealed token cannot be recalled from other replicas, which
+/// keep accepting it until it expires; nothing is stored for a session, so a
+/// DELETE there frees nothing either.
+#[derive(Default)]
+pub struct Revoked {
+    ended: std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
+}
+
+/// Ended sessions one replica remembers at once.
+const MAX_REVOKED: usize = 100_000;
+
+impl Revoked {
+    /// Ends the session for `ttl` (its longest possible remaining life); false
+    /// when the table is full of live entries.
+    pub fn revoke(&self, key: &str, ttl: std::time::Duration) -> bool {
+        let mut ended = self.lock();
+        let now = tokio::time::Instant::now();
+        if ended.len() >= MAX_REVOKED {
+            ended.retain(|_, until| *until > now);
+            if ended.len() >= MAX_REVOKED {
+                return false;
+            }
+        }
+        ended.insert(key.to_owned(), now + ttl);
+        true
+    }
+
+    pub fn is_revoked(&self, key: &str) -> bool {
+        let ended = self.lock();
+        !ended.is_empty()
+            && ended
+                .get(key)
+                .is_some_and(|until| *until > tokio::time::Instant::now())
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, tokio::time::Instant>> {
+        self.ended
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 pub fn open(sealer: &Sealer, token: &str) -> Option<Session> {

@@ -97,6 +97,8 @@ pub struct Hub {
     pub(crate) log_levels: crate::logging::SessionLevels,
     /// Handshake-era calls a `notifications/cancelled` can reach.
     pub(crate) in_flight: crate::cancel::InFlight,
+    /// Handshake-era sessions their clients ended with DELETE.
+    pub(crate) revoked: crate::session::Revoked,
 }
 
 /// The upstream's own URI of a subscribed one (namespaced or not).
@@ -197,6 +199,23 @@ impl Hub {
                 self.remove(sub.id);
             }
             Err(mpsc::error::TrySendError::Closed(_)) => self.remove(sub.id),
+        }
+    }
+
+    /// A session ended by DELETE: its GET streams end and what it subscribed
+    /// to is forgotten.
+    pub(crate) fn end_session(&self, session: &str) {
+        let ids: Vec<u64> = lock(&self.subs)
+            .values()
+            .filter(|s| matches!(&s.tag, Tag::Legacy { session: k } if k == session))
+            .map(|s| s.id)
+            .collect();
+        lock(&self.sessions).retain(|(_, k), _| k != session);
+        for id in ids {
+            self.remove(id);
+        }
+        if let Some(state) = self.state() {
+            self.refresh_resource_watch(&state);
         }
     }
 
