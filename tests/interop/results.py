@@ -137,9 +137,15 @@ def conformance_section(results: Path) -> tuple[list[str], int, int]:
     for wire, pair in by_wire.items():
         if "fixture" in pair and "junction" in pair:
             d, j = pair["fixture"], pair["junction"]
+            same = (d['checks_passed'], d['scenarios_passed']) == (j['checks_passed'], j['scenarios_passed'])
             out.append(f"- {wire}: direct {d['checks_passed']} checks / {d['scenarios_passed']} scenarios, "
                        f"through Junction {j['checks_passed']} / {j['scenarios_passed']} "
-                       f"({'equal' if (d['checks_passed'], d['scenarios_passed']) == (j['checks_passed'], j['scenarios_passed']) else 'not equal yet'}).")
+                       f"({'equal' if same else 'not equal'}).")
+            # Checks that pass directly but not through Junction, with what the
+            # suite said of them there (INFO/SKIPPED: not applicable, not failed).
+            ds, js = d.get("check_status", {}), j.get("check_status", {})
+            for key in sorted(k for k, v in ds.items() if v == "SUCCESS" and js.get(k) != "SUCCESS"):
+                out.append(f"  - `{key}`: SUCCESS direct, {js.get(key) or 'not run'} through Junction")
     out.append("")
     if remaining:
         out += ["Remaining failing checks, each with its baseline reason:", "",

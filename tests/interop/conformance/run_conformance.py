@@ -136,9 +136,12 @@ def count(out_dir: Path, verdicts: tuple, why: dict[str, str], baselined: bool) 
     gated_names = {e.split(":")[0] for e in unexpected + expected}
     checks_ok = checks_bad = scen_ok = scen_total = info_ok = info_bad = 0
     failures = []
+    statuses: dict[str, str] = {}
     for f in sorted(out_dir.glob("*/checks.json")):
         scenario = re.sub(r"^server-(.*)-\d{4}-\d\d-\d\dT.*$", r"\1", f.parent.name)
         checks = json.loads(f.read_text())
+        for c in checks:
+            statuses.setdefault(f"{scenario}:{c.get('id')}", c.get("status", ""))
         bad = [c for c in checks if c.get("status") in ("FAILURE", "WARNING")]
         ok = sum(1 for c in checks if c.get("status") == "SUCCESS")
         informational = scenario in marked or (baselined and bad and scenario not in gated_names)
@@ -157,7 +160,7 @@ def count(out_dir: Path, verdicts: tuple, why: dict[str, str], baselined: bool) 
     return {"checks_passed": checks_ok, "checks_failed": checks_bad,
             "scenarios_passed": scen_ok, "scenarios_total": scen_total,
             "informational_checks_passed": info_ok, "informational_checks_failed": info_bad,
-            "failures": failures}
+            "failures": failures, "check_status": statuses}
 
 
 def only_timeouts(out_dir: Path) -> bool:
@@ -212,8 +215,8 @@ def main() -> int:
                 if base:
                     cmd += ["--expected-failures", str(base)]
                 shrunk: list[str] = []
-                retried = False
-                for attempt in range(3):
+                retried = 0
+                for attempt in range(4):
                     shutil.rmtree(out, ignore_errors=True)
                     log_path = results / f"conformance-{name}.log"
                     with open(log_path, "w") as log:
@@ -221,14 +224,17 @@ def main() -> int:
                                             cwd=tmp, timeout=600).returncode
                     verdicts = verdict(log_path.read_text())
                     stale, unexpected = verdicts[0], verdicts[1]
-                    if rc != 0 and not retried and only_timeouts(out):
-                        # A scenario that hung is run once more (the whole run):
-                        # seen once on a loaded 2-core machine directly against
-                        # the fixture (sampling, 30 s), never reproduced alone.
-                        retried = True
-                        print(f"conformance {name}: a scenario timed out; running again once")
+                    if rc != 0 and retried < 2 and only_timeouts(out):
+                        # A scenario that hung is run again (the whole run), at
+                        # most twice. Seen directly against the fixture only: its
+                        # test_sampling sends sampling/createMessage on the GET
+                        # stream (no related request, as many servers do), which
+                        # the suite's client may not have opened yet. Through
+                        # Junction the upstream GET stream is open before any call.
+                        retried += 1
+                        print(f"conformance {name}: a scenario timed out; running again")
                         continue
-                    if rc == 0 or base is None or not stale or unexpected or attempt == 2:
+                    if rc == 0 or base is None or not stale or unexpected or attempt == 3:
                         break
                     # Only stale entries failed the run: shrink the baseline, confirm.
                     shrink(base, stale)
