@@ -6,12 +6,14 @@
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use junction_catalog::{cursor, merge, ListStatus, NamingRules, ToolFilter, UpstreamTools};
 use junction_protocol::seal::Sealer;
 use serde_json::json;
+
+#[path = "common/mod.rs"]
+mod common;
 
 const UPSTREAMS: usize = 100;
 const TOOLS: usize = 50;
@@ -99,12 +101,5 @@ fn benches(c: &mut Criterion) {
     g.finish();
 }
 
-fn config() -> Criterion {
-    Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(30)
-}
-
-criterion_group! { name = catalog; config = config(); targets = benches }
+criterion_group! { name = catalog; config = common::short_runs(30); targets = benches }
 criterion_main!(catalog);

@@ -23,6 +23,9 @@ use junction_config::{
 use junction_policy::{Authenticator, RateKeyParts, RateLimiter};
 use serde_json::{json, Value};
 
+#[path = "common/mod.rs"]
+mod common;
+
 const ISSUER: &str = "https://idp.bench";
 const PUBLIC_URL: &str = "http://127.0.0.1:8080";
 
@@ -188,13 +191,5 @@ fn benches(c: &mut Criterion) {
     g.finish();
 }
 
-fn config() -> Criterion {
-    // Short runs, as in the other benches: all figures from one sitting.
-    Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(50)
-}
-
-criterion_group! { name = policy; config = config(); targets = benches }
+criterion_group! { name = policy; config = common::short_runs(50); targets = benches }
 criterion_main!(policy);

@@ -5,13 +5,15 @@
 //! figure as a ratio against `baseline/value_parse_tools_call`.
 
 use std::hint::black_box;
-use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use junction_protocol::header_value;
 use junction_protocol::jsonrpc::{parse_client_message, result_bytes, Id};
 use junction_protocol::seal::{now_ms, Sealer};
 use serde_json::value::RawValue;
+
+#[path = "common/mod.rs"]
+mod common;
 
 /// What an agent sends: a prefixed tool name, a few arguments, the modern `_meta`.
 const TOOLS_CALL: &[u8] = br#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"weather__get_forecast","arguments":{"city":"Berlin","days":3,"units":"metric","include":["wind","rain"]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"sampling":{}},"progressToken":"p-42"}}}"#;
@@ -94,14 +96,5 @@ fn benches(c: &mut Criterion) {
     g.finish();
 }
 
-fn config() -> Criterion {
-    // Short runs by default: the machines are shared and the harness wants
-    // all figures from one sitting (override with --measurement-time).
-    Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(50)
-}
-
-criterion_group! { name = protocol; config = config(); targets = benches }
+criterion_group! { name = protocol; config = common::short_runs(50); targets = benches }
 criterion_main!(protocol);
