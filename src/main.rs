@@ -10,12 +10,6 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use junction_server::{Shared, State};
 
-/// The request path allocates many small, short-lived buffers across worker
-/// threads; glibc's malloc spent ~13 % of a proxied call's CPU on them
-/// (BENCHMARKS.md). mimalloc's per-thread free lists make each one cheap.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(
     name = "junction",
