@@ -149,16 +149,14 @@ fn invalid(message: &str) -> RpcError {
 pub fn parse_client_message(body: &[u8]) -> Result<ClientMessage, RpcError> {
     let text = std::str::from_utf8(body)
         .map_err(|_| RpcError::new(codes::PARSE_ERROR, "body is not UTF-8"))?;
-    let whole: &RawValue = serde_json::from_str(text)
-        .map_err(|e| RpcError::new(codes::PARSE_ERROR, format!("invalid JSON: {e}")))?;
-    match whole.get().as_bytes().first() {
-        Some(b'{') => {}
-        Some(b'[') => return Err(invalid("batches are not supported")),
-        _ => return Err(invalid("a message must be a JSON object")),
-    }
-    let env: Envelope<'_> = serde_json::from_str(whole.get())
-        .map_err(|e| invalid(&format!("malformed envelope: {e}")))?;
-
+    // One pass in the common case: an object that reads as an envelope is
+    // valid JSON as a whole (serde_json checks the members it skips and the
+    // trailing bytes). Anything else takes the two-step path below, which
+    // tells a parse error (-32700) from an invalid request (-32600).
+    let env = match serde_json::from_str::<Envelope<'_>>(text) {
+        Ok(env) if text.trim_start().starts_with('{') => env,
+        _ => envelope_slow(text)?,
+    };
     if env.result.is_some() || env.error.is_some() {
         return Err(invalid("clients must not send responses"));
     }
@@ -184,6 +182,18 @@ pub fn parse_client_message(body: &[u8]) -> Result<ClientMessage, RpcError> {
             params,
         }),
     }
+}
+
+/// The envelope of a body the one-pass parse refused, or the error it deserves.
+fn envelope_slow(text: &str) -> Result<Envelope<'_>, RpcError> {
+    let whole: &RawValue = serde_json::from_str(text)
+        .map_err(|e| RpcError::new(codes::PARSE_ERROR, format!("invalid JSON: {e}")))?;
+    match whole.get().as_bytes().first() {
+        Some(b'{') => {}
+        Some(b'[') => return Err(invalid("batches are not supported")),
+        _ => return Err(invalid("a message must be a JSON object")),
+    }
+    serde_json::from_str(whole.get()).map_err(|e| invalid(&format!("malformed envelope: {e}")))
 }
 
 fn parse_id(raw: &RawValue) -> Result<Id, RpcError> {
@@ -311,14 +321,28 @@ pub fn notification_bytes(method: &str, params: &RawValue) -> Vec<u8> {
 
 /// `{"jsonrpc":"2.0","id":..,"method":..,"params":..}`
 pub fn request_bytes(id: &Id, method: &str, params: &RawValue) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEAD.len() + method.len() + params.get().len() + 48);
+    request_bytes_with(id, method, params.get().len(), |out| {
+        out.extend_from_slice(params.get().as_bytes())
+    })
+}
+
+/// `request_bytes` with the params written in place by `write_params` (which
+/// must write one valid JSON value): the upstream request body is built once,
+/// without an intermediate params buffer. `hint`: expected params length.
+pub fn request_bytes_with(
+    id: &Id,
+    method: &str,
+    hint: usize,
+    write_params: impl FnOnce(&mut Vec<u8>),
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEAD.len() + method.len() + hint + 48);
     out.extend_from_slice(HEAD);
     out.extend_from_slice(br#","id":"#);
     push_json(&mut out, id);
     out.extend_from_slice(br#","method":"#);
     push_json(&mut out, method);
     out.extend_from_slice(br#","params":"#);
-    out.extend_from_slice(params.get().as_bytes());
+    write_params(&mut out);
     out.push(b'}');
     out
 }
@@ -328,21 +352,27 @@ pub fn request_bytes(id: &Id, method: &str, params: &RawValue) -> Vec<u8> {
 /// callers must not pass the same key twice.
 pub fn raw_object<'a>(members: impl IntoIterator<Item = (&'a str, &'a RawValue)>) -> Box<RawValue> {
     let mut out = Vec::with_capacity(128);
-    out.push(b'{');
-    for (i, (key, value)) in members.into_iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        push_json(&mut out, key);
-        out.push(b':');
-        out.extend_from_slice(value.get().as_bytes());
-    }
-    out.push(b'}');
+    write_object(&mut out, members.into_iter().map(|(k, v)| (k, v.get())));
     // Every piece is valid JSON, so this cannot fail; `null` is the unreachable fallback.
     String::from_utf8(out)
         .ok()
         .and_then(|s| RawValue::from_string(s).ok())
         .unwrap_or_else(|| RawValue::NULL.to_owned())
+}
+
+/// Appends `{"key":value,...}`: keys escaped, each value's text (which must be
+/// valid JSON) copied as it is, nothing re-validated.
+pub fn write_object<'a>(out: &mut Vec<u8>, members: impl IntoIterator<Item = (&'a str, &'a str)>) {
+    out.push(b'{');
+    for (i, (key, value)) in members.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_json(out, key);
+        out.push(b':');
+        out.extend_from_slice(value.as_bytes());
+    }
+    out.push(b'}');
 }
 
 #[cfg(test)]

@@ -80,7 +80,6 @@ pub async fn complete(
         }
     };
     rate_limit(cx, METHOD, &upstream_id, &target).await?;
-    cx.note_target(&target, &upstream_id);
     let upstream = cx.state.upstreams.get(&upstream_id).ok_or_else(|| {
         GatewayError::InvalidParams(format!("{target:?} belongs to no upstream of this route"))
     })?;

@@ -297,27 +297,8 @@ pub(crate) async fn forward(
         }
     };
     let meta = client.upstream_meta(&params);
-    let mut out = RawParams::new();
-    for (k, v) in params {
-        match k.as_str() {
-            "_meta" => {}
-            "requestState" => {
-                let token: String = serde_json::from_str(v.get()).map_err(|_| {
-                    GatewayError::InvalidParams("requestState must be a string".into())
-                })?;
-                let inner =
-                    envelope::unwrap(&cx.state.sealer, &token, &cx.principal, upstream_id, target)
-                        .map_err(|e| GatewayError::InvalidParams(e.into()))?;
-                let raw = RawValue::from_string(inner)
-                    .map_err(|_| GatewayError::InvalidParams("requestState is invalid".into()))?;
-                out.insert(k, raw);
-            }
-            _ => {
-                out.insert(k, v);
-            }
-        }
-    }
-    let request = client.upstream_request(cx, method, out, meta);
+    let params = upstream_params(cx, params, upstream_id, target)?;
+    let request = client.upstream_request(cx, method, params, meta);
     if !modern {
         driver.retry = Some(bridge::Retry {
             client: upstream.client.clone(),
@@ -333,6 +314,28 @@ pub(crate) async fn forward(
         }
     }
     bridge::respond(*driver, open, record).await
+}
+
+/// Params for the upstream, changed in place (no member is copied): `_meta`
+/// left out (the upstream client re-states it) and the client's own
+/// `requestState` unwrapped from Junction's envelope, which must be bound to
+/// `upstream_id` and `target`; everything else byte for byte.
+pub(crate) fn upstream_params(
+    cx: &Cx<'_>,
+    mut params: RawParams,
+    upstream_id: &str,
+    target: &str,
+) -> Result<RawParams, GatewayError> {
+    params.remove("_meta");
+    if let Some(v) = params.get_mut("requestState") {
+        let token: String = serde_json::from_str(v.get())
+            .map_err(|_| GatewayError::InvalidParams("requestState must be a string".into()))?;
+        let inner = envelope::unwrap(&cx.state.sealer, &token, &cx.principal, upstream_id, target)
+            .map_err(|e| GatewayError::InvalidParams(e.into()))?;
+        *v = RawValue::from_string(inner)
+            .map_err(|_| GatewayError::InvalidParams("requestState is invalid".into()))?;
+    }
+    Ok(params)
 }
 
 #[derive(Deserialize)]

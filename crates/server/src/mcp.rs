@@ -27,10 +27,8 @@ pub struct Cx<'a> {
     pub principal: String,
     /// The authenticated caller, when `auth` is configured.
     pub identity: Option<junction_policy::Principal>,
-    /// The peer's IP address (rate-limit key).
-    pub client_ip: String,
-    /// (exposed tool, upstream) of a tools/call, for the access log.
-    pub target: std::sync::Mutex<Option<(String, String)>>,
+    /// The peer's IP address (a rate-limit key; formatted only when a rule needs it).
+    pub client_ip: Option<std::net::IpAddr>,
 }
 
 impl Cx<'_> {
@@ -41,14 +39,7 @@ impl Cx<'_> {
             headers,
             principal: String::new(),
             identity: None,
-            client_ip: String::new(),
-            target: std::sync::Mutex::new(None),
-        }
-    }
-
-    pub fn note_target(&self, tool: &str, upstream: &str) {
-        if let Ok(mut t) = self.target.lock() {
-            *t = Some((tool.to_owned(), upstream.to_owned()));
+            client_ip: None,
         }
     }
 
@@ -75,7 +66,7 @@ pub async fn handle(
     let (parts, body) = req.into_parts();
     let mut cx = Cx::new(&state, &route, &parts.headers);
     if let Some(peer) = parts.extensions.get::<crate::listener::Peer>() {
-        cx.client_ip = peer.0.ip().to_string();
+        cx.client_ip = Some(peer.0.ip());
     }
     let outcome = match edge(&cx) {
         Err(e) => Err(e),

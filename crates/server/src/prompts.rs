@@ -94,7 +94,6 @@ pub async fn get(
         }
     }
     rate_limit(cx, "prompts/get", &upstream, &exposed).await?;
-    cx.note_target(&exposed, &upstream);
     let name: Box<RawValue> = serde_json::value::to_raw_value(&original)
         .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
     params.insert("name".into(), name);

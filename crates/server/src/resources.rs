@@ -270,7 +270,6 @@ pub async fn read(
         ))
     })?;
     rate_limit(cx, "resources/read", &upstream, &uri).await?;
-    cx.note_target(&uri, &upstream);
     let mut params = params;
     if own != uri {
         let raw = serde_json::value::to_raw_value(&own)

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use http::{Response, StatusCode};
-use junction_catalog::{cursor, merge, Catalog, ExposedTool, ListStatus};
+use junction_catalog::{cursor, merge, Catalog, ListStatus};
 use junction_protocol::jsonrpc::{Id, RawParams};
 use junction_protocol::{meta, xmcp};
 use junction_upstream::UpstreamRequest;
@@ -304,13 +304,14 @@ pub async fn rate_limit(
     } else {
         cx.principal.as_str()
     };
+    let client_ip = cx.client_ip.map(|ip| ip.to_string()).unwrap_or_default();
     let key = junction_policy::RateKeyParts {
         method,
         principal,
         upstream,
         tool,
         route: &cx.route.path,
-        client_ip: &cx.client_ip,
+        client_ip: &client_ip,
     };
     limiter.check(&key).await.map_err(|r| {
         cx.state
@@ -420,7 +421,6 @@ pub async fn call(
 
     let upstream_id = tool.upstream.clone();
     let tool_label = tool.exposed.clone();
-    cx.note_target(&tool_label, &upstream_id);
     let metrics = cx.state.metrics.clone();
     let started = std::time::Instant::now();
     let record: Box<dyn FnOnce(&str) + Send> = {
@@ -465,15 +465,16 @@ pub async fn call(
         }
     };
 
-    let upstream_params = upstream_params(cx, tool, &params)?;
+    // The upstream knows the tool by its original name.
+    let meta = client.upstream_meta(&params);
+    let mut params = params;
+    let name = serde_json::value::to_raw_value(&tool.original)
+        .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
+    params.insert("name".into(), name);
+    let params = crate::forward::upstream_params(cx, params, &tool.upstream, &tool.exposed)?;
     let request = UpstreamRequest {
         param_headers,
-        ..client.upstream_request(
-            cx,
-            "tools/call",
-            upstream_params,
-            client.upstream_meta(&params),
-        )
+        ..client.upstream_request(cx, "tools/call", params, meta)
     };
     if !client.is_modern() {
         driver.retry = Some(bridge::Retry {
@@ -496,46 +497,6 @@ pub async fn call(
         }
     };
     bridge::respond(*driver, open, record).await
-}
-
-/// Params for the upstream: the original tool name, the client's own state
-/// unwrapped from Junction's envelope, everything else byte for byte.
-fn upstream_params(
-    cx: &Cx<'_>,
-    tool: &ExposedTool,
-    params: &RawParams,
-) -> Result<RawParams, GatewayError> {
-    let mut out = RawParams::new();
-    for (k, v) in params {
-        match k.as_str() {
-            "_meta" => {}
-            "name" => {
-                let raw = serde_json::value::to_raw_value(&tool.original)
-                    .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
-                out.insert(k.clone(), raw);
-            }
-            "requestState" => {
-                let token: String = serde_json::from_str(v.get()).map_err(|_| {
-                    GatewayError::InvalidParams("requestState must be a string".into())
-                })?;
-                let inner = envelope::unwrap(
-                    &cx.state.sealer,
-                    &token,
-                    &cx.principal,
-                    &tool.upstream,
-                    &tool.exposed,
-                )
-                .map_err(|e| GatewayError::InvalidParams(e.into()))?;
-                let raw = RawValue::from_string(inner)
-                    .map_err(|_| GatewayError::InvalidParams("requestState is invalid".into()))?;
-                out.insert(k.clone(), raw);
-            }
-            _ => {
-                out.insert(k.clone(), v.clone());
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// Turns an upstream result into the client's: `resultType` added where a

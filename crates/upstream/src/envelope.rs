@@ -21,12 +21,15 @@ fn json_string(s: &str) -> Box<RawValue> {
     raw(serde_json::to_string(s).unwrap_or_else(|_| "null".to_owned()))
 }
 
-pub(crate) fn client_info() -> Box<RawValue> {
-    raw(format!(
-        r#"{{"name":"junction","version":"{}"}}"#,
-        env!("CARGO_PKG_VERSION")
-    ))
-}
+/// `clientInfo` as raw JSON text (Junction's name and version).
+const CLIENT_INFO: &str = concat!(
+    r#"{"name":"junction","version":""#,
+    env!("CARGO_PKG_VERSION"),
+    r#""}"#
+);
+
+/// `version::MODERN` as a JSON string (a test keeps the two equal).
+const MODERN_VERSION: &str = "\"2026-07-28\"";
 
 /// `params` (minus any stray `_meta`) plus a `_meta` built from the forwarded
 /// entries and the era's stamp. `progress` replaces a forwarded progressToken
@@ -37,10 +40,35 @@ pub(crate) fn build_params(
     progress: Option<&RawValue>,
     stamp: &Stamp<'_>,
 ) -> Box<RawValue> {
-    let empty_caps = raw("{}".to_owned());
-    let version = json_string(version::MODERN);
-    let info = client_info();
-    let mut meta_members: Vec<(&str, &RawValue)> = Vec::with_capacity(forwarded.len() + 3);
+    let mut out = Vec::with_capacity(256);
+    write_params(&mut out, params, forwarded, progress, stamp);
+    raw(String::from_utf8(out).unwrap_or_default())
+}
+
+/// The whole request body, written once from the raw parts (the hot path:
+/// the members are valid JSON already, so nothing is parsed or validated again).
+pub(crate) fn request_body(
+    id: i64,
+    method: &str,
+    params: &RawParams,
+    forwarded: &[(String, Box<RawValue>)],
+    progress: Option<&RawValue>,
+    stamp: &Stamp<'_>,
+) -> Vec<u8> {
+    let hint = params.values().map(|v| v.get().len() + 16).sum::<usize>() + 192;
+    jsonrpc::request_bytes_with(&Id::Num(id), method, hint, |out| {
+        write_params(out, params, forwarded, progress, stamp)
+    })
+}
+
+fn write_params(
+    out: &mut Vec<u8>,
+    params: &RawParams,
+    forwarded: &[(String, Box<RawValue>)],
+    progress: Option<&RawValue>,
+    stamp: &Stamp<'_>,
+) {
+    let mut meta_members: Vec<(&str, &str)> = Vec::with_capacity(forwarded.len() + 3);
     for (key, value) in forwarded {
         let reserved = matches!(
             key.as_str(),
@@ -53,23 +81,25 @@ pub(crate) fn build_params(
             (meta::PROGRESS_TOKEN, Some(ours)) => ours,
             _ => value,
         };
-        meta_members.push((key.as_str(), value));
+        meta_members.push((key.as_str(), value.get()));
     }
     if let Stamp::Modern { caps } = stamp {
-        meta_members.push((meta::PROTOCOL_VERSION, &version));
-        meta_members.push((meta::CLIENT_CAPABILITIES, caps.unwrap_or(&empty_caps)));
-        meta_members.push((meta::CLIENT_INFO, &info));
+        meta_members.push((meta::PROTOCOL_VERSION, MODERN_VERSION));
+        meta_members.push((meta::CLIENT_CAPABILITIES, caps.map_or("{}", |c| c.get())));
+        meta_members.push((meta::CLIENT_INFO, CLIENT_INFO));
     }
-    let meta_obj = (!meta_members.is_empty()).then(|| jsonrpc::raw_object(meta_members));
-    let mut members: Vec<(&str, &RawValue)> = params
+    let mut meta_obj = Vec::new();
+    if !meta_members.is_empty() {
+        jsonrpc::write_object(&mut meta_obj, meta_members);
+    }
+    // Both pieces are valid UTF-8 JSON: raw members and escaped keys.
+    let meta_text = std::str::from_utf8(&meta_obj).unwrap_or("{}");
+    let members = params
         .iter()
         .filter(|(k, _)| k.as_str() != "_meta")
-        .map(|(k, v)| (k.as_str(), v.as_ref()))
-        .collect();
-    if let Some(m) = &meta_obj {
-        members.push(("_meta", m));
-    }
-    jsonrpc::raw_object(members)
+        .map(|(k, v)| (k.as_str(), v.get()));
+    let meta = (!meta_obj.is_empty()).then_some(("_meta", meta_text));
+    jsonrpc::write_object(out, members.chain(meta));
 }
 
 pub(crate) fn request_bytes(id: i64, method: &str, params: &RawValue) -> Vec<u8> {
@@ -87,7 +117,7 @@ pub(crate) fn initialize_params() -> Box<RawValue> {
     raw(format!(
         r#"{{"protocolVersion":"{}","capabilities":{LEGACY_CLIENT_CAPABILITIES},"clientInfo":{}}}"#,
         version::LEGACY[0],
-        client_info().get()
+        CLIENT_INFO
     ))
 }
 
@@ -219,6 +249,30 @@ mod tests {
         assert_eq!(v["_meta"][meta::PROTOCOL_VERSION], "2026-07-28");
         assert_eq!(v["_meta"][meta::CLIENT_CAPABILITIES], serde_json::json!({}));
         assert_eq!(v["_meta"][meta::CLIENT_INFO]["name"], "junction");
+    }
+
+    #[test]
+    fn request_body_is_the_request_around_build_params() {
+        let mut params = RawParams::new();
+        params.insert("name".into(), r(r#""echo""#));
+        params.insert("arguments".into(), r(r#"{"b":1,  "a":2}"#));
+        params.insert("_meta".into(), r(r#"{"stray":1}"#));
+        let fwd = vec![("k\"ey".to_owned(), r("[1]"))];
+        let caps = r(r#"{"sampling":{}}"#);
+        let stamp = Stamp::Modern { caps: Some(&caps) };
+        let built = build_params(&params, &fwd, None, &stamp);
+        let body = request_body(7, "tools/call", &params, &fwd, None, &stamp);
+        assert_eq!(body, request_bytes(7, "tools/call", &built));
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        assert_eq!(v["params"]["_meta"]["k\"ey"], serde_json::json!([1]));
+        assert_eq!(
+            v["params"]["_meta"][meta::CLIENT_CAPABILITIES]["sampling"],
+            serde_json::json!({})
+        );
+        assert_eq!(
+            MODERN_VERSION,
+            serde_json::to_string(version::MODERN).unwrap_or_default()
+        );
     }
 
     #[test]

@@ -283,8 +283,7 @@ impl HttpTransport {
             }
             Ready::Legacy { .. } => (Stamp::Legacy, ready.legacy_headers()),
         };
-        let params = envelope::build_params(&req.params, &req.meta, None, &stamp);
-        let body = envelope::request_bytes(id, &req.method, &params);
+        let body = envelope::request_body(id, &req.method, &req.params, &req.meta, None, &stamp);
         let legacy = matches!(ready.as_ref(), Ready::Legacy { .. });
         let resp = self
             .wire

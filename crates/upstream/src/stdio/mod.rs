@@ -211,13 +211,16 @@ impl StdioTransport {
             },
             Era::Legacy { .. } => Stamp::Legacy,
         };
-        let params = envelope::build_params(&req.params, &req.meta, ours.as_deref(), &stamp);
+        let body = envelope::request_body(
+            id,
+            &req.method,
+            &req.params,
+            &req.meta,
+            ours.as_deref(),
+            &stamp,
+        );
         let rx = ready.proc.register(id, progress)?;
-        if let Err(e) = ready
-            .proc
-            .write(envelope::request_bytes(id, &req.method, &params))
-            .await
-        {
+        if let Err(e) = ready.proc.write(body).await {
             ready.proc.unregister(id);
             return Err(e);
         }
