@@ -743,3 +743,53 @@ async fn an_upstream_missing_capability_error_reaches_a_modern_client_as_http_40
     assert_eq!(r.error_code(), Some(-32021));
     assert_eq!(r.body["error"]["message"], "this tool needs sampling");
 }
+
+#[tokio::test]
+async fn a_client_that_lists_sse_first_gets_sse_and_errors_keep_their_status() {
+    let up = MockUpstream::start(MockSpec::modern("up", vec![MockTool::echo("echo")])).await;
+    let yaml = format!(
+        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: up, url: {}}}\n",
+        up.url
+    );
+    let gw = spawn_gateway(bin(), &yaml).await;
+    let c = TestClient::modern(&gw.url("/mcp"));
+    let sse_first = vec![(
+        "accept".to_string(),
+        "text/event-stream, application/json".to_string(),
+    )];
+    for (method, params) in [
+        ("tools/list", json!({})),
+        (
+            "tools/call",
+            json!({"name": "up__echo", "arguments": {"a": 1}}),
+        ),
+    ] {
+        let mut s = c.stream(method, params, sse_first.clone()).await;
+        assert_eq!(s.status, 200);
+        assert!(
+            s.header("content-type")
+                .is_some_and(|v| v.starts_with("text/event-stream")),
+            "{method}: {:?}",
+            s.headers
+        );
+        let m = s.next(Duration::from_secs(10)).await.expect("one message");
+        assert!(m.get("result").is_some(), "{method}: {m}");
+        assert!(s.next(Duration::from_secs(10)).await.is_none() && s.ended());
+    }
+    // The usual order gets plain JSON; an HTTP error stays JSON with its status.
+    let plain = c.request("tools/list", json!({})).await;
+    assert_eq!(plain.header("content-type"), Some("application/json"));
+    let mismatch = c
+        .request_with_headers(
+            "tools/list",
+            json!({}),
+            [
+                sse_first.clone(),
+                vec![("mcp-method".into(), "tools/call".into())],
+            ]
+            .concat(),
+        )
+        .await;
+    assert_eq!(mismatch.status, 400);
+    assert_eq!(mismatch.header("content-type"), Some("application/json"));
+}

@@ -137,15 +137,23 @@ def conformance_section(results: Path) -> tuple[list[str], int, int]:
     for wire, pair in by_wire.items():
         if "fixture" in pair and "junction" in pair:
             d, j = pair["fixture"], pair["junction"]
-            same = (d['checks_passed'], d['scenarios_passed']) == (j['checks_passed'], j['scenarios_passed'])
-            out.append(f"- {wire}: direct {d['checks_passed']} checks / {d['scenarios_passed']} scenarios, "
-                       f"through Junction {j['checks_passed']} / {j['scenarios_passed']} "
-                       f"({'equal' if same else 'not equal'}).")
-            # Checks that pass directly but not through Junction, with what the
-            # suite said of them there (INFO/SKIPPED: not applicable, not failed).
+            # Checks that pass on one side only, with what the suite said of
+            # them on the other (INFO/SKIPPED: not applicable, not failed).
             ds, js = d.get("check_status", {}), j.get("check_status", {})
-            for key in sorted(k for k, v in ds.items() if v == "SUCCESS" and js.get(k) != "SUCCESS"):
+            lost = sorted(k for k, v in ds.items() if v == "SUCCESS" and js.get(k) != "SUCCESS")
+            gained = sorted(k for k, v in js.items() if v == "SUCCESS" and ds.get(k) != "SUCCESS")
+            if d['scenarios_passed'] != j['scenarios_passed'] or lost:
+                verdict = "not equal"
+            elif gained:
+                verdict = "every check passing directly passes through Junction too"
+            else:
+                verdict = "equal"
+            out.append(f"- {wire}: direct {d['checks_passed']} checks / {d['scenarios_passed']} scenarios, "
+                       f"through Junction {j['checks_passed']} / {j['scenarios_passed']} ({verdict}).")
+            for key in lost:
                 out.append(f"  - `{key}`: SUCCESS direct, {js.get(key) or 'not run'} through Junction")
+            for key in gained:
+                out.append(f"  - `{key}`: {ds.get(key) or 'not run'} direct, SUCCESS through Junction")
     out.append("")
     if remaining:
         out += ["Remaining failing checks, each with its baseline reason:", "",

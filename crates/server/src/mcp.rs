@@ -76,6 +76,7 @@ pub async fn handle(
         },
     };
     let (method_label, response) = match outcome {
+        Ok((label, r)) if prefers_sse(&parts.headers) => (label, response::as_sse(r).await),
         Ok(ok) => ok,
         Err((label, id, err)) => {
             tracing::debug!(route = %route.path, error = %err, "request refused");
@@ -98,6 +99,23 @@ pub async fn handle(
 }
 
 type Refusal = (&'static str, Option<Id>, GatewayError);
+
+/// A client whose `Accept` names `text/event-stream` before `application/json`
+/// gets its answers as SSE even when one JSON message is all there is (the
+/// usual order, JSON first, gets JSON: no framing cost for most clients).
+fn prefers_sse(headers: &HeaderMap) -> bool {
+    let Some(accept) = headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let first = accept
+        .split(',')
+        .map(|m| m.split(';').next().unwrap_or("").trim())
+        .find(|m| *m == "text/event-stream" || *m == "application/json");
+    first == Some("text/event-stream")
+}
 
 /// Phase 1: header limits (431) and `Origin` (403), before anything is read.
 fn edge(cx: &Cx<'_>) -> Result<(), Refusal> {

@@ -82,3 +82,32 @@ pub fn sse(rx: mpsc::Receiver<Bytes>) -> Response<Body> {
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     r
 }
+
+/// A 200 JSON answer re-sent as an SSE stream of that one message; anything
+/// else (errors with their HTTP status, 202, streams) is returned as it is.
+pub async fn as_sse(r: Response<Body>) -> Response<Body> {
+    let is_json = r
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == b"application/json");
+    if r.status() != StatusCode::OK || !is_json {
+        return r;
+    }
+    let (parts, body) = r.into_parts();
+    // A JSON body here is always `Full`: collecting it cannot wait or fail.
+    let bytes = match body.collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(never) => match never {},
+    };
+    let (tx, rx) = mpsc::channel(1);
+    let _ = tx.try_send(sse_event(&bytes));
+    let mut out = sse(rx);
+    for (name, value) in parts.headers {
+        if let Some(name) = name {
+            if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+                out.headers_mut().insert(name, value);
+            }
+        }
+    }
+    out
+}
