@@ -73,12 +73,13 @@ start_junction() {
   done
 }
 
-# check URL METHOD [NAME] [AUTHORIZATION]: the request must succeed before any number counts.
+# check URL METHOD [NAME] [AUTHORIZATION]: the request must succeed before any number counts
+# (within CHECK_TIMEOUT s, default 5: a Python peer's first call on a cold worker takes seconds).
 check() {
   local body meta name_part=""
   meta='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
   [ -n "${3:-}" ] && name_part='"name":"'"$3"'","arguments":{"text":"hello"},'
-  body=$(curl -sS --max-time 5 "$1" -H 'Content-Type: application/json' \
+  body=$(curl -sS --max-time "${CHECK_TIMEOUT:-5}" "$1" -H 'Content-Type: application/json' \
     -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' \
     -H "Mcp-Method: $2" ${3:+-H "Mcp-Name: $3"} ${4:+-H "Authorization: $4"} \
     -d '{"jsonrpc":"2.0","id":1,"method":"'"$2"'","params":{'"$name_part$meta"'}}')

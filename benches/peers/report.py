@@ -19,6 +19,8 @@ LABELS = {
     "junction": "Junction",
     "fastmcp": f"fastmcp proxy {env['FASTMCP_VERSION']}",
     "contextforge": f"ContextForge {env['CONTEXTFORGE_VERSION']}",
+    "fastmcp-cadir": f"fastmcp proxy {env['FASTMCP_VERSION']}, SSL_CERT_DIR",
+    "contextforge-cadir": f"ContextForge {env['CONTEXTFORGE_VERSION']}, SSL_CERT_DIR",
 }
 
 with open(env["RESULTS"], newline="") as f:
@@ -57,7 +59,11 @@ out = [BEGIN, "",
        f"wrk `tools/call` with the same modern request at every gateway, {env['ROUNDS']} alternating rounds "
        f"of {env['DURATION']} s per cell; medians over rounds. CPU/call is utime+stime of the gateway's "
        "process tree over the run divided by the calls served (for the baseline row: the upstream's own). "
-       "Ratios are to Junction in the same run (throughput: higher is better; CPU: lower is better).", "",
+       "Ratios are to Junction in the same run (throughput: higher is better; CPU: lower is better). "
+       f"Each peer runs {env['PEER_WORKERS']} worker processes (Junction uses every core too); the plain rows "
+       "have the stock trust store (OpenSSL's default CA file), the SSL_CERT_DIR rows only a CA directory "
+       "(see `benches/peers/run.sh`). wrk's timeout is raised so slow calls keep their latency, and every "
+       "cell starts once all gateways are idle again.", "",
        "| conc. | gateway | req/s | vs Junction | p50 | p99 | CPU/call | vs Junction | upstream CPU/call | RSS | errors |",
        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for conc in (1, 32):
