@@ -256,6 +256,7 @@ async fn tls_termination_with_a_generated_certificate() {
         .unwrap();
     let resp = client.request(req).await.expect("TLS request");
     assert_eq!(resp.status(), 200);
+    assert_eq!(resp.version(), hyper::Version::HTTP_2, "ALPN picks h2");
     use http_body_util::BodyExt;
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
     let v: Value = serde_json::from_slice(&bytes).unwrap();
@@ -275,4 +276,49 @@ async fn tls_termination_with_a_generated_certificate() {
     .await
     .unwrap_or_default();
     assert!(!String::from_utf8_lossy(&plain).contains("200 OK"));
+}
+
+#[tokio::test]
+async fn http2_with_prior_knowledge_and_http1_share_the_plain_port() {
+    let up = MockUpstream::start(MockSpec::modern("up", vec![MockTool::echo("echo")])).await;
+    let gw = spawn_gateway(
+        bin(),
+        &format!(
+            "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: up, url: {}}}\n",
+            up.url
+        ),
+    )
+    .await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
+    for h2 in [true, false] {
+        let client: hyper_util::client::legacy::Client<_, http_body_util::Full<bytes::Bytes>> =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .http2_only(h2)
+                .build_http();
+        let req = hyper::Request::post(gw.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/list")
+            .body(http_body_util::Full::new(bytes::Bytes::from(
+                body.to_string(),
+            )))
+            .unwrap();
+        let resp = tokio::time::timeout(Duration::from_secs(10), client.request(req))
+            .await
+            .expect("answered in time")
+            .expect("request");
+        let want = if h2 {
+            hyper::Version::HTTP_2
+        } else {
+            hyper::Version::HTTP_11
+        };
+        assert_eq!(resp.version(), want);
+        assert_eq!(resp.status(), 200);
+        use http_body_util::BodyExt;
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(names(&v["result"]), vec!["up__echo"], "h2 = {h2}");
+    }
 }

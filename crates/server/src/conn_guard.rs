@@ -60,6 +60,13 @@ impl<T> HeadGuard<T> {
         }
     }
 
+    /// The first head must be complete by `deadline` (the listener spent part
+    /// of the head limit waiting for the first bytes).
+    pub fn first_head_by(mut self, deadline: tokio::time::Instant) -> Self {
+        self.deadline = Some(Box::pin(tokio::time::sleep_until(deadline)));
+        self
+    }
+
     /// The outcome of one write attempt, with the stall clock applied.
     fn after_write(
         &mut self,

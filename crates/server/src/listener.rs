@@ -7,11 +7,10 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use http::{header, HeaderMap, HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use crate::conn_guard::HeadGuard;
-use hyper_util::server::conn::auto;
+use hyper::server::conn::{http1, http2};
 use prometheus::Registry;
 use tokio::net::TcpListener;
 
@@ -50,20 +49,99 @@ impl Shared {
     }
 }
 
+/// HTTP/2 with prior knowledge (h2c) opens with this preface; anything else is HTTP/1.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// One HTTP/1 and one HTTP/2 connection builder. The protocol is chosen before
+/// hyper sees a byte (TLS: ALPN; plain: a peek at the preface) rather than by
+/// hyper-util's auto builder, which reads the first bytes itself and hands them
+/// back through a rewind buffer: hyper's first read then returns those few bytes
+/// and its read buffer doubles to 16 KiB for the life of every connection.
+struct Builders {
+    h1: http1::Builder,
+    h2: http2::Builder<TokioExecutor>,
+}
+
+impl Builders {
+    async fn serve<I>(&self, io: I, h2: bool, service: Service, watcher: Watcher)
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let io = TokioIo::new(io);
+        let ended = if h2 {
+            watcher
+                .watch(self.h2.serve_connection(io, service))
+                .await
+                .map_err(|e| e.to_string())
+        } else {
+            watcher
+                .watch(self.h1.serve_connection(io, service))
+                .await
+                .map_err(|e| e.to_string())
+        };
+        if let Err(e) = ended {
+            tracing::debug!(error = %e, "connection ended with an error");
+        }
+    }
+}
+
+type Watcher = hyper_util::server::graceful::Watcher;
+type RouteFuture = std::pin::Pin<
+    Box<dyn Future<Output = Result<Response<Body>, std::convert::Infallible>> + Send>,
+>;
+
+/// The service of one connection: every request goes to `route`, tagged with
+/// the client's address.
+#[derive(Clone)]
+struct Service {
+    shared: Arc<Shared>,
+    peer: std::net::SocketAddr,
+}
+
+impl hyper::service::Service<Request<Incoming>> for Service {
+    type Response = Response<Body>;
+    type Error = std::convert::Infallible;
+    type Future = RouteFuture;
+
+    fn call(&self, mut req: Request<Incoming>) -> RouteFuture {
+        req.extensions_mut().insert(Peer(self.peer));
+        // Boxed: hyper keeps a slot the size of this future in every
+        // connection for its whole life; the request's state machine (many
+        // KiB) only lives while a request is in flight.
+        let shared = self.shared.clone();
+        Box::pin(async move { Ok(route(shared, req).await) })
+    }
+}
+
+/// Whether a plain connection speaks HTTP/2 with prior knowledge. Peeks, so
+/// nothing is consumed; a connection that closes is left to HTTP/1 to end.
+async fn is_h2c(stream: &tokio::net::TcpStream) -> bool {
+    let mut buf = [0u8; 24];
+    loop {
+        match stream.peek(&mut buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) if buf[..n] != H2_PREFACE[..n] => return false,
+            Ok(n) if n == H2_PREFACE.len() => return true,
+            // The start of the preface: wait for the rest (peek does not drain).
+            Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(2)).await,
+        }
+    }
+}
+
 /// Accepts connections until `shutdown` resolves, then lets in-flight requests
 /// finish for up to the configured grace period.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
     // hyper's head timer also runs while a kept-alive connection idles, so it
     // gets the idle limit; the slowloris limit runs per head in `HeadGuard`.
     let limits = shared.state.load().config.limits.clone();
     let head_timeout = limits.header_read_timeout;
     let idle = limits.idle_timeout;
-    builder
-        .http1()
-        .timer(hyper_util::rt::TokioTimer::new())
+    let mut h1 = http1::Builder::new();
+    h1.timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(idle.max(head_timeout));
-    builder.http2().timer(hyper_util::rt::TokioTimer::new());
+    let mut h2 = http2::Builder::new(TokioExecutor::new());
+    h2.timer(hyper_util::rt::TokioTimer::new());
+    let builders = Arc::new(Builders { h1, h2 });
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -77,27 +155,23 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let shared2 = shared.clone();
-                let service = service_fn(move |mut req: Request<Incoming>| {
-                    req.extensions_mut().insert(Peer(peer));
-                    let shared = shared2.clone();
-                    async move { Ok::<_, std::convert::Infallible>(route(shared, req).await) }
-                });
+                let service = Service { shared: shared.clone(), peer };
+                let builders = builders.clone();
+                let watcher = graceful.watcher();
                 match shared.tls.load_full() {
                     None => {
-                        let builder = builder.clone();
-                        let watcher = graceful.watcher();
                         tokio::spawn(async move {
-                            let io = TokioIo::new(HeadGuard::new(stream, head_timeout, idle));
-                            let conn = builder.serve_connection_with_upgrades(io, service);
-                            if let Err(e) = watcher.watch(conn.into_owned()).await {
-                                tracing::debug!(error = %e, "connection ended with an error");
-                            }
+                            // A connection that sends nothing is closed after the head
+                            // limit, which also bounds the rest of its first head.
+                            let by = tokio::time::Instant::now() + head_timeout;
+                            let Ok(h2) = tokio::time::timeout_at(by, is_h2c(&stream)).await else {
+                                return;
+                            };
+                            let io = HeadGuard::new(stream, head_timeout, idle).first_head_by(by);
+                            builders.serve(io, h2, service, watcher).await;
                         });
                     }
                     Some(acceptor) => {
-                        let builder = builder.clone();
-                        let watcher = graceful.watcher();
                         tokio::spawn(async move {
                             let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                                 Ok(Ok(tls)) => tls,
@@ -107,11 +181,9 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                                 }
                                 Err(_) => return,
                             };
-                            let io = TokioIo::new(HeadGuard::new(tls, head_timeout, idle));
-                            let conn = builder.serve_connection_with_upgrades(io, service);
-                            if let Err(e) = watcher.watch(conn.into_owned()).await {
-                                tracing::debug!(error = %e, "connection ended with an error");
-                            }
+                            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+                            let io = HeadGuard::new(tls, head_timeout, idle);
+                            builders.serve(io, h2, service, watcher).await;
                         });
                     }
                 }
