@@ -282,12 +282,23 @@ const HEAD: &[u8] = br#"{"jsonrpc":"2.0""#;
 
 /// `{"jsonrpc":"2.0","id":..,"result":..}`
 pub fn result_bytes(id: &Id, result: &RawValue) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEAD.len() + result.get().len() + 32);
+    result_bytes_of_json(id, result.get().as_bytes())
+}
+
+/// [`result_bytes`] around bytes the caller wrote itself and knows to be one
+/// JSON value (a list page assembled from pre-serialized items): wrapping them
+/// in a `RawValue` would parse the whole page again just to check it.
+pub fn result_bytes_of_json(id: &Id, result: &[u8]) -> Vec<u8> {
+    debug_assert!(
+        serde_json::from_slice::<serde::de::IgnoredAny>(result).is_ok(),
+        "result_bytes_of_json given invalid JSON"
+    );
+    let mut out = Vec::with_capacity(HEAD.len() + result.len() + 32);
     out.extend_from_slice(HEAD);
     out.extend_from_slice(br#","id":"#);
     push_json(&mut out, id);
     out.extend_from_slice(br#","result":"#);
-    out.extend_from_slice(result.get().as_bytes());
+    out.extend_from_slice(result);
     out.push(b'}');
     out
 }

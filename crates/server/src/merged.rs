@@ -3,7 +3,7 @@
 
 use http::{Response, StatusCode};
 use junction_catalog::cursor;
-use junction_protocol::jsonrpc::{result_bytes, Id, RawParams};
+use junction_protocol::jsonrpc::{result_bytes_of_json, Id, RawParams};
 use junction_protocol::meta;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -95,7 +95,7 @@ pub(crate) fn list_page(
         ttl_ms: merged.ttl_ms,
         public: merged.public && cx.state.auth.is_none(),
     };
-    finish_list(id, out, shape, key)
+    Ok(finish_list(id, out, shape))
 }
 
 /// What follows the items array of a list result.
@@ -110,12 +110,7 @@ pub(crate) struct ListShape<'a> {
 /// Completes `out` (which holds `{"<key>":[...]`) into a list result: cursor,
 /// degraded upstreams, and for modern clients `resultType`, `ttlMs`,
 /// `cacheScope` and `serverInfo`. Shared by tools, prompts and resources lists.
-pub(crate) fn finish_list(
-    id: &Id,
-    mut out: Vec<u8>,
-    shape: ListShape<'_>,
-    what: &str,
-) -> Result<Response<Body>, GatewayError> {
+pub(crate) fn finish_list(id: &Id, mut out: Vec<u8>, shape: ListShape<'_>) -> Response<Body> {
     if let Some(c) = shape.next_cursor {
         out.extend_from_slice(b",\"nextCursor\":");
         out.extend_from_slice(&serde_json::to_vec(&c).unwrap_or_default());
@@ -143,8 +138,7 @@ pub(crate) fn finish_list(
         out.extend_from_slice(&serde_json::to_vec(&result_meta).unwrap_or_default());
     }
     out.push(b'}');
-    let raw = RawValue::from_string(String::from_utf8_lossy(&out).into_owned()).map_err(|e| {
-        GatewayError::Unsupported(format!("could not build the {what} result: {e}"))
-    })?;
-    Ok(response::json(StatusCode::OK, result_bytes(id, &raw)))
+    // The items were serialized by Junction when the catalog was built; the
+    // page is not parsed again on every request.
+    response::json(StatusCode::OK, result_bytes_of_json(id, &out))
 }

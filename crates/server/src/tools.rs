@@ -242,7 +242,7 @@ pub async fn list(
         ttl_ms: catalog.ttl_ms,
         public: catalog.public && !per_caller,
     };
-    crate::merged::finish_list(id, out, shape, "tools/list")
+    Ok(crate::merged::finish_list(id, out, shape))
 }
 
 /// The part of the catalog this caller may see: everything without `auth`,
