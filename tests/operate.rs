@@ -207,6 +207,21 @@ async fn health_readiness_and_metrics() {
     assert_eq!(get(&listening.url("/readyz")).await.0, 200);
 }
 
+/// A modern `tools/list` POST for a hyper client.
+fn tools_list_request(url: String) -> hyper::Request<http_body_util::Full<bytes::Bytes>> {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
+    hyper::Request::post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/list")
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_string(),
+        )))
+        .unwrap()
+}
+
 #[tokio::test]
 async fn tls_termination_with_a_generated_certificate() {
     let up = MockUpstream::start(MockSpec::modern("up", vec![MockTool::echo("echo")])).await;
@@ -243,17 +258,7 @@ async fn tls_termination_with_a_generated_certificate() {
     let client: hyper_util::client::legacy::Client<_, http_body_util::Full<bytes::Bytes>> =
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .build(https);
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
-    let req = hyper::Request::post(format!("https://localhost:{}/mcp", gw.addr.port()))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/list")
-        .body(http_body_util::Full::new(bytes::Bytes::from(
-            body.to_string(),
-        )))
-        .unwrap();
+    let req = tools_list_request(format!("https://localhost:{}/mcp", gw.addr.port()));
     let resp = client.request(req).await.expect("TLS request");
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.version(), hyper::Version::HTTP_2, "ALPN picks h2");
@@ -289,22 +294,12 @@ async fn http2_with_prior_knowledge_and_http1_share_the_plain_port() {
         ),
     )
     .await;
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
     for h2 in [true, false] {
         let client: hyper_util::client::legacy::Client<_, http_body_util::Full<bytes::Bytes>> =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
                 .http2_only(h2)
                 .build_http();
-        let req = hyper::Request::post(gw.url("/mcp"))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/list")
-            .body(http_body_util::Full::new(bytes::Bytes::from(
-                body.to_string(),
-            )))
-            .unwrap();
+        let req = tools_list_request(gw.url("/mcp"));
         let resp = tokio::time::timeout(Duration::from_secs(10), client.request(req))
             .await
             .expect("answered in time")

@@ -63,16 +63,7 @@ kill "$pid" 2>/dev/null || true
 
 # 2. Junction under callgrind in front of a native upstream.
 start_upstream
-cat > "$WORK/instr.yaml" <<EOF
-server:
-  listen: 127.0.0.1:0
-upstreams:
-  - id: fast
-    url: http://$UP_ADDR/mcp
-routes:
-  - path: /mcp
-    upstreams: ["*"]
-EOF
+one_upstream_config "$WORK/instr.yaml"
 under_callgrind "$WORK/junction-cg.out" "$JUNCTION" run --config "$WORK/instr.yaml"; pid=$CG_PID
 addr=$(wait_line "$WORK/junction-cg.out" 'junction listening on (127\.0\.0\.1:[0-9]+)')
 CHECK_TIMEOUT=20 check "http://$addr/mcp" tools/call fast__tool0

@@ -60,6 +60,20 @@ start_upstream() {
   log "fast upstream on $UP_ADDR (pid $UP_PID)"
 }
 
+# one_upstream_config FILE: Junction on 127.0.0.1:0 with the fast upstream (UP_ADDR) as its only upstream.
+one_upstream_config() {
+  cat > "$1" <<EOF
+server:
+  listen: 127.0.0.1:0
+upstreams:
+  - id: fast
+    url: http://$UP_ADDR/mcp
+routes:
+  - path: /mcp
+    upstreams: ["*"]
+EOF
+}
+
 # start_junction CONFIG NAME -> sets J_PID, J_ADDR once /readyz answers 200
 start_junction() {
   "$JUNCTION" run --config "$1" > "$WORK/$2.out" 2> "$WORK/$2.err" &

@@ -34,16 +34,7 @@ cd "$ROOT"
 build_binaries
 start_upstream
 
-cat > "$WORK/load.yaml" <<EOF
-server:
-  listen: 127.0.0.1:0
-upstreams:
-  - id: fast
-    url: http://$UP_ADDR/mcp
-routes:
-  - path: /mcp
-    upstreams: ["*"]
-EOF
+one_upstream_config "$WORK/load.yaml"
 start_junction "$WORK/load.yaml" junction
 JUNCTION_PID=$J_PID; JUNCTION_ADDR=$J_ADDR
 log "junction on $JUNCTION_ADDR (pid $JUNCTION_PID)"
