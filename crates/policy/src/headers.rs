@@ -14,23 +14,25 @@ pub enum EdgeError {
 /// Headers a client may never pass to an upstream: credentials and hop-by-hop
 /// headers (RFC 9110 §7.6.1). Names are compared lower-case.
 pub fn is_never_forwarded(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    matches!(
-        name.as_str(),
-        "authorization"
-            | "cookie"
-            | "set-cookie"
-            | "connection"
-            | "keep-alive"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-            | "host"
-            | "content-length"
-            | "mcp-session-id"
-    ) || name.starts_with("proxy-")
-        || name.starts_with("mcp-")
+    const NEVER: [&str; 12] = [
+        "authorization",
+        "cookie",
+        "set-cookie",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "mcp-session-id",
+    ];
+    let starts = |prefix: &str| {
+        name.get(..prefix.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(prefix))
+    };
+    NEVER.iter().any(|n| n.eq_ignore_ascii_case(name)) || starts("proxy-") || starts("mcp-")
 }
 
 /// The client headers that may travel upstream: those on the allow-list (lower-case
@@ -148,6 +150,24 @@ mod tests {
             m.append(*k, HeaderValue::from_static(v));
         }
         m
+    }
+
+    #[test]
+    fn never_forwarded_names_in_any_case() {
+        for name in [
+            "Authorization",
+            "COOKIE",
+            "Mcp-Session-Id",
+            "mcp-anything",
+            "Proxy-Authorization",
+            "Transfer-Encoding",
+            "te",
+        ] {
+            assert!(is_never_forwarded(name), "{name}");
+        }
+        for name in ["traceparent", "X-Request-Id", "tea", "proxy", "mcp", "m"] {
+            assert!(!is_never_forwarded(name), "{name}");
+        }
     }
 
     #[test]

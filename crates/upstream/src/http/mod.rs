@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
-use http::header::HeaderValue;
+use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Method};
 use junction_protocol::{header_value, jsonrpc::RpcError, version};
 use serde_json::value::RawValue;
@@ -284,19 +284,19 @@ impl HttpTransport {
             Ready::Legacy { .. } => (Stamp::Legacy, ready.legacy_headers()),
         };
         let body = envelope::request_body(id, &req.method, &req.params, &req.meta, None, &stamp);
-        let legacy = matches!(ready.as_ref(), Ready::Legacy { .. });
+        // A legacy session answers server requests and cancels with the same
+        // headers; a modern upstream needs them only for this one POST.
+        let session_headers = match ready.as_ref() {
+            Ready::Legacy { .. } => Some(headers.clone()),
+            Ready::Modern => None,
+        };
+        let legacy = session_headers.is_some();
         let resp = self
             .wire
-            .send(
-                Method::POST,
-                body,
-                headers.clone(),
-                &req.forward_headers,
-                deadline,
-            )
+            .send(Method::POST, body, headers, &req.forward_headers, deadline)
             .await
             .map_err(Attempt::Failed)?;
-        let responder = legacy.then(|| {
+        let responder = session_headers.as_ref().map(|headers| {
             Arc::new(Responder {
                 wire: self.wire.clone(),
                 headers: headers.clone(),
@@ -308,7 +308,7 @@ impl HttpTransport {
                 .map_err(Attempt::Failed)?;
         match answer {
             Answer::Stream(inner) => {
-                let guard = legacy.then(|| cancel_guard(self.wire.clone(), headers, id));
+                let guard = session_headers.map(|h| cancel_guard(self.wire.clone(), h, id));
                 let stream = ResponseStream::new(inner, deadline, guard);
                 Ok(match responder {
                     Some(r) => stream.with_replier(Replier::Http(r)),
@@ -447,17 +447,31 @@ fn with_strays(stream: ResponseStream, strays: Option<Strays>) -> ResponseStream
 }
 
 fn modern_headers(method: &str, name: Option<&str>) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    h.insert(VERSION_HEADER, HeaderValue::from_static(version::MODERN));
-    if let Some((n, v)) = wire::header("mcp-method", method) {
-        h.insert(n, v);
+    let mut h = HeaderMap::with_capacity(8);
+    h.insert(
+        HeaderName::from_static(VERSION_HEADER),
+        HeaderValue::from_static(version::MODERN),
+    );
+    if let Some(v) = method_header_value(method) {
+        h.insert(HeaderName::from_static("mcp-method"), v);
     }
     if let Some(name) = name {
-        if let Some((n, v)) = wire::header("mcp-name", &header_value::encode(name)) {
-            h.insert(n, v);
+        if let Ok(v) = HeaderValue::from_str(&header_value::encode(name)) {
+            h.insert(HeaderName::from_static("mcp-name"), v);
         }
     }
     h
+}
+
+/// `Mcp-Method` for a method name: the common ones without an allocation.
+fn method_header_value(method: &str) -> Option<HeaderValue> {
+    Some(match method {
+        "tools/call" => HeaderValue::from_static("tools/call"),
+        "tools/list" => HeaderValue::from_static("tools/list"),
+        "prompts/get" => HeaderValue::from_static("prompts/get"),
+        "resources/read" => HeaderValue::from_static("resources/read"),
+        other => HeaderValue::from_str(other).ok()?,
+    })
 }
 
 /// Legacy HTTP: closing the stream is not cancellation there, so say it.
