@@ -21,9 +21,9 @@ ensure_wrk() {
   fi
 }
 
-# build_binaries: sets JUNCTION and UPSTREAM (SKIP_BUILD=1 reuses target/release/junction).
+# build_binaries: sets JUNCTION, UPSTREAM and NULL_PROXY (SKIP_BUILD=1 reuses target/release/junction).
 build_binaries() {
-  cargo build --release --bench load_upstream --message-format=json > "$WORK/build.json" || {
+  cargo build --release --bench load_upstream --bench null_proxy --message-format=json > "$WORK/build.json" || {
     jq -r 'select(.reason=="compiler-message") | .message.rendered' "$WORK/build.json" >&2; exit 1; }
   if [ "${SKIP_BUILD:-0}" != 1 ]; then
     log "building release"
@@ -34,7 +34,9 @@ build_binaries() {
   JUNCTION="$ROOT/target/release/junction"
   UPSTREAM=$(jq -r 'select(.reason=="compiler-artifact" and .target.name=="load_upstream") | .executable // empty' \
     "$WORK/build.json" | tail -1)
-  [ -x "$JUNCTION" ] && [ -x "$UPSTREAM" ] || { echo "build did not produce the binaries" >&2; exit 1; }
+  NULL_PROXY=$(jq -r 'select(.reason=="compiler-artifact" and .target.name=="null_proxy") | .executable // empty' \
+    "$WORK/build.json" | tail -1)
+  [ -x "$JUNCTION" ] && [ -x "$UPSTREAM" ] && [ -x "$NULL_PROXY" ] || { echo "build did not produce the binaries" >&2; exit 1; }
 }
 
 # wait_line FILE REGEX: the first match of REGEX in FILE (sed -E with one group), within 20 s.

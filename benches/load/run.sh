@@ -57,11 +57,19 @@ start_junction "$WORK/auth.yaml" junction-auth
 AUTH_PID=$J_PID; AUTH_ADDR=$J_ADDR
 log "junction with JWT + rate limit on $AUTH_ADDR (pid $AUTH_PID)"
 
+# The floor: a TCP proxy that only copies bytes (benches/load/null_proxy.rs).
+"$NULL_PROXY" --listen 127.0.0.1:0 --upstream "$UP_ADDR" > "$WORK/null.out" 2> "$WORK/null.err" &
+NULL_PID=$!; PIDS+=("$NULL_PID")
+NULL_ADDR=$(wait_line "$WORK/null.out" 'null proxy listening on (127\.0\.0\.1:[0-9]+)')
+log "null proxy on $NULL_ADDR (pid $NULL_PID)"
+
 DIRECT_URL="http://$UP_ADDR/mcp"
+NULL_URL="http://$NULL_ADDR/mcp"
 THROUGH_URL="http://$JUNCTION_ADDR/mcp"
 AUTH_URL="http://$AUTH_ADDR/mcp"
 
 check "$DIRECT_URL" tools/call tool0
+check "$NULL_URL" tools/call tool0
 check "$THROUGH_URL" tools/call fast__tool0
 check "$AUTH_URL" tools/call fast__tool0 "$MCP_AUTHORIZATION"
 check "$DIRECT_URL" tools/list
@@ -87,6 +95,7 @@ run_wrk() {
   local threads=1; [ "$conc" -gt 1 ] && threads=2
   local j0 u0 j1 u1 line sampler="" pid=$JUNCTION_PID authorization=""
   if [ "$target" = junction_auth ]; then pid=$AUTH_PID; authorization=$MCP_AUTHORIZATION; fi
+  [ "$target" = null_proxy ] && pid=$NULL_PID
   j0=$(cpu_ticks "$pid"); u0=$(cpu_ticks "$UP_PID")
   if [ "$conc" -gt 1 ] && [ "$target" = junction ]; then
     ( sleep "$(awk -v d="$DURATION" 'BEGIN { print d / 2 }')"; echo "$(rss_kib "$JUNCTION_PID") $(rss_kib "$UP_PID")" > "$WORK/rss.sample" ) &
@@ -117,6 +126,7 @@ done
 for round in $(seq 1 "$ROUNDS"); do
   for conc in 1 32; do
     run_wrk "$round" tools/call "$conc" direct "$DIRECT_URL" tools/call tool0
+    run_wrk "$round" tools/call "$conc" null_proxy "$NULL_URL" tools/call tool0
     run_wrk "$round" tools/call "$conc" junction "$THROUGH_URL" tools/call fast__tool0
     run_wrk "$round" tools/call "$conc" junction_auth "$AUTH_URL" tools/call fast__tool0
     run_wrk "$round" tools/list "$conc" direct "$DIRECT_URL" tools/list
