@@ -793,3 +793,42 @@ async fn a_client_that_lists_sse_first_gets_sse_and_errors_keep_their_status() {
     assert_eq!(mismatch.status, 400);
     assert_eq!(mismatch.header("content-type"), Some("application/json"));
 }
+
+#[tokio::test]
+async fn a_warm_catalog_still_follows_the_upstream_list_ttl() {
+    // The upstream changes its list without a change notice: only the list's
+    // own ttlMs can make Junction ask again, and the warm path must honour it.
+    let up =
+        MockUpstream::start(MockSpec::modern("up", vec![MockTool::echo("echo")]).with_ttl_ms(300))
+            .await;
+    let gw = spawn_gateway(
+        bin(),
+        &format!(
+            "upstreams:\n  - {{id: up, url: {}}}\nserver: {{listen: 127.0.0.1:0}}\n",
+            up.url
+        ),
+    )
+    .await;
+    let client = TestClient::modern(&gw.url("/mcp"));
+    for _ in 0..3 {
+        let r = client.request("tools/list", json!({})).await;
+        assert_eq!(names(r.result()), ["up__echo"], "{}", gw.stderr());
+    }
+    up.set_tools_silently(vec![MockTool::echo("echo"), MockTool::echo("added")]);
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        seen = names(client.request("tools/list", json!({})).await.result());
+        if seen.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        seen,
+        ["up__added", "up__echo"],
+        "the new tool shows once the list's ttl ran out"
+    );
+    let call = client.call_tool("up__added", json!({"text": "hi"})).await;
+    assert_eq!(call.status, 200);
+    assert!(call.body.get("result").is_some(), "{}", call.body);
+}

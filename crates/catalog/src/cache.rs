@@ -129,6 +129,10 @@ pub struct ToolCache {
     backoff_min: Duration,
     backoff_max: Duration,
     slots: DashMap<String, Arc<Mutex<Slot>>>,
+    /// Bumped by every store (refresh or failure) and invalidation: what a
+    /// caller saw is still what it would see while this has not moved and its
+    /// lists have not aged past their TTL (`changes`, `fresh_until`).
+    changes: std::sync::atomic::AtomicU64,
 }
 
 impl ToolCache {
@@ -139,7 +143,30 @@ impl ToolCache {
             backoff_min: BACKOFF_MIN,
             backoff_max: BACKOFF_MAX,
             slots: DashMap::new(),
+            changes: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// A counter that moves whenever any slot stores a refresh or a failure,
+    /// or is invalidated. Read it before `get`s and compare later.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn changed(&self) {
+        self.changes
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Until when `upstream`'s list stays fresh (its TTL, or `default_ttl` for
+    /// a list without one), absent any invalidation; `None` when it is not
+    /// fresh now (never fetched, stale, or invalidated).
+    pub fn fresh_until(&self, upstream: &str, default_ttl: Duration) -> Option<Instant> {
+        let slot = self.slots.get(upstream)?;
+        let s = lock(&slot);
+        let g = s.good.as_ref().filter(|g| g.epoch == s.epoch)?;
+        let until = g.fetched_at + g.ttl_ms.map_or(default_ttl, Duration::from_millis);
+        (Instant::now() < until).then_some(until)
     }
 
     /// Wait after a failed refresh: `min` doubling per failure, capped at `max`.
@@ -234,6 +261,7 @@ impl ToolCache {
         if s.inflight.as_ref().is_some_and(|(a, _)| *a == attempt) {
             s.inflight = None;
         }
+        self.changed();
         match result {
             Ok((tools, ttl_ms, public)) => {
                 let changed = s
@@ -303,6 +331,7 @@ impl ToolCache {
             let mut s = lock(&slot);
             s.epoch += 1;
             s.retry_at = None;
+            self.changed();
         }
     }
 

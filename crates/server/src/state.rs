@@ -62,7 +62,15 @@ pub struct RouteState {
     /// Last merged catalog and the fingerprint of the inputs it came from, so an
     /// unchanged set of upstream lists is never merged twice.
     pub merged: Mutex<Option<MergedMemo>>,
+    /// The warm path: the catalog last served, valid while the tool cache has
+    /// not changed (`ToolCache::changes`) and before the earliest TTL of its
+    /// lists runs out. Checked first, so a warm request costs one atomic load,
+    /// one clock read and this lock instead of a cache lookup per upstream.
+    pub warm: Mutex<Option<WarmMemo>>,
 }
+
+/// (`ToolCache::changes` when built, valid until, the catalog).
+pub type WarmMemo = (u64, tokio::time::Instant, Arc<Catalog>);
 
 pub struct State {
     pub config: Arc<Config>,
@@ -296,6 +304,7 @@ fn route_state(r: &RouteConfig, config: &Config) -> Result<RouteState, String> {
         },
         filter,
         merged: Mutex::new(None),
+        warm: Mutex::new(None),
     })
 }
 

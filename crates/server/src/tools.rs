@@ -112,6 +112,10 @@ impl ClientSide {
 /// when some contributor changed since the last merge.
 pub async fn route_catalog(cx: &Cx<'_>) -> Arc<Catalog> {
     let state = cx.state;
+    let changes = state.cache.changes();
+    if let Some(catalog) = warm_catalog(cx, changes) {
+        return catalog;
+    }
     let deadline = state.config.catalog.list_deadline;
     let entries: Vec<_> = cx
         .route
@@ -159,7 +163,9 @@ pub async fn route_catalog(cx: &Cx<'_>) -> Arc<Catalog> {
                     .catalog_lookups_total
                     .with_label_values(&["hit"])
                     .inc();
-                return catalog.clone();
+                let catalog = catalog.clone();
+                remember_warm(cx, changes, &entries, &lists, &catalog);
+                return catalog;
             }
         }
     }
@@ -212,7 +218,48 @@ pub async fn route_catalog(cx: &Cx<'_>) -> Arc<Catalog> {
     if let Ok(mut memo) = cx.route.merged.lock() {
         *memo = Some((fingerprint, catalog.clone()));
     }
+    remember_warm(cx, changes, &entries, &lists, &catalog);
     catalog
+}
+
+/// The route's last catalog if nothing it was built from can have changed.
+fn warm_catalog(cx: &Cx<'_>, changes: u64) -> Option<Arc<Catalog>> {
+    let warm = cx.route.warm.lock().ok()?;
+    let (seen, until, catalog) = warm.as_ref()?;
+    if *seen != changes || tokio::time::Instant::now() >= *until {
+        return None;
+    }
+    let catalog = catalog.clone();
+    drop(warm);
+    cx.state
+        .metrics
+        .catalog_lookups_total
+        .with_label_values(&["hit"])
+        .inc();
+    Some(catalog)
+}
+
+/// Keeps `catalog` as the warm answer when every list it came from is fresh:
+/// until the first of them ages out, or the cache changes after `changes`.
+fn remember_warm(
+    cx: &Cx<'_>,
+    changes: u64,
+    entries: &[&crate::state::UpstreamEntry],
+    lists: &[junction_catalog::UpstreamTools],
+    catalog: &Arc<Catalog>,
+) {
+    let fresh = lists.iter().all(|l| matches!(l.status, ListStatus::Fresh));
+    let until = entries
+        .iter()
+        .map(|u| cx.state.cache.fresh_until(&u.id, u.list_ttl))
+        .try_fold(None, |min: Option<tokio::time::Instant>, u| {
+            u.map(|u| Some(min.map_or(u, |m| m.min(u))))
+        });
+    if let (true, Some(Some(until))) = (fresh, until) {
+        if let Ok(mut warm) = cx.route.warm.lock() {
+            *warm = Some((changes, until, catalog.clone()));
+        }
+    }
 }
 
 pub async fn list(

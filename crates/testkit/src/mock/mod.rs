@@ -312,6 +312,12 @@ impl MockUpstream {
         notify::tools_changed(&self.shared);
     }
 
+    /// Replace the tool set without announcing it: only a client that lists
+    /// again (its cached list's ttlMs ran out) sees the change.
+    pub fn set_tools_silently(&self, tools: Vec<MockTool>) {
+        *lock(&self.shared.tools) = tools;
+    }
+
     /// Down = connection refused (listener closed, open connections dropped).
     /// Returns once the change is in effect. Panics if the port cannot be re-bound.
     pub async fn set_down(&self, down: bool) {
