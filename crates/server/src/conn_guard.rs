@@ -113,17 +113,9 @@ impl<T> HeadGuard<T> {
         if self.phase != Phase::Head {
             return;
         }
-        for &b in bytes {
-            self.scan = match (self.scan, b) {
-                (1 | 2, b'\n') => {
-                    self.phase = Phase::Open;
-                    self.deadline = None;
-                    return;
-                }
-                (_, b'\n') => 1,
-                (1, b'\r') => 2,
-                _ => 0,
-            };
+        if end_of_head(&mut self.scan, bytes) {
+            self.phase = Phase::Open;
+            self.deadline = None;
         }
     }
 
@@ -132,6 +124,39 @@ impl<T> HeadGuard<T> {
             self.phase = Phase::Idle;
         }
     }
+}
+
+/// Whether `bytes` complete a head: an empty line (`\n\n` or `\n\r\n`), with
+/// `scan` carrying a partial match across reads (0; 1 after `\n`; 2 after
+/// `\n\r`). Jumps from one `\n` to the next instead of matching every byte.
+fn end_of_head(scan: &mut u8, bytes: &[u8]) -> bool {
+    let mut i = 0;
+    // Continue a match that the previous read left open.
+    while *scan != 0 {
+        let Some(&b) = bytes.get(i) else { return false };
+        *scan = match (*scan, b) {
+            (_, b'\n') => return true,
+            (1, b'\r') => 2,
+            _ => 0,
+        };
+        i += 1;
+    }
+    while let Some(p) = memchr::memchr(b'\n', &bytes[i..]) {
+        let after = i + p + 1;
+        match (bytes.get(after), bytes.get(after + 1)) {
+            (Some(b'\n'), _) | (Some(b'\r'), Some(b'\n')) => return true,
+            (None, _) => {
+                *scan = 1;
+                return false;
+            }
+            (Some(b'\r'), None) => {
+                *scan = 2;
+                return false;
+            }
+            _ => i = after,
+        }
+    }
+    false
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for HeadGuard<T> {
@@ -144,8 +169,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for HeadGuard<T> {
         let before = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                let filled = buf.filled()[before..].to_vec();
-                this.observe(&filled);
+                this.observe(&buf.filled()[before..]);
                 Poll::Ready(Ok(()))
             }
             Poll::Pending => {
@@ -206,6 +230,47 @@ mod tests {
 
     const HEAD: Duration = Duration::from_millis(100);
     const STALL: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn the_end_of_a_head_is_found_however_the_reads_split_it() {
+        let heads: [&[u8]; 4] = [
+            b"GET / HTTP/1.1\r\nhost: x\r\n\r\n",
+            b"GET / HTTP/1.1\nhost: x\n\n",
+            b"GET / HTTP/1.1\r\nx: \r\r\n\r\n",
+            b"POST / HTTP/1.1\r\n\r\n",
+        ];
+        for head in heads {
+            for a in 0..=head.len() {
+                for b in a..=head.len() {
+                    let mut scan = 0;
+                    let parts = [&head[..a], &head[a..b], &head[b..]];
+                    // Found exactly in the read holding the last byte.
+                    let found: Vec<bool> =
+                        parts.iter().map(|p| end_of_head(&mut scan, p)).collect();
+                    let last = if b < head.len() {
+                        2
+                    } else if a < head.len() {
+                        1
+                    } else {
+                        0
+                    };
+                    for (n, f) in found.iter().enumerate() {
+                        if n < last {
+                            assert!(!f, "{head:?} split at {a},{b}: early in part {n}");
+                        }
+                    }
+                    assert!(found[last], "{head:?} split at {a},{b}: not found");
+                }
+            }
+        }
+        for not_yet in [
+            &b"GET / HTTP/1.1\r\nhost: x\r\n"[..],
+            b"a\r\n\rb\n",
+            b"\r\n\r",
+        ] {
+            assert!(!end_of_head(&mut 0, not_yet), "{not_yet:?}");
+        }
+    }
 
     async fn read_some(g: &mut HeadGuard<tokio::io::DuplexStream>) -> io::Result<Vec<u8>> {
         let mut buf = [0u8; 256];
