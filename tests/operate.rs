@@ -317,3 +317,51 @@ async fn http2_with_prior_knowledge_and_http1_share_the_plain_port() {
         assert_eq!(names(&v["result"]), vec!["up__echo"], "h2 = {h2}");
     }
 }
+
+#[tokio::test]
+async fn an_h2c_preface_split_across_writes_is_still_http2_and_a_slow_http1_head_is_still_http1() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let up = MockUpstream::start(MockSpec::modern("up", vec![MockTool::echo("echo")])).await;
+    let gw = spawn_gateway(
+        bin(),
+        &format!(
+            "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: up, url: {}}}\n",
+            up.url
+        ),
+    )
+    .await;
+
+    // HTTP/2 with prior knowledge, the preface in two writes, then an empty
+    // SETTINGS frame: the server answers with its own SETTINGS frame (type 4).
+    let mut s = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    s.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    s.write_all(b"\r\nSM\r\n\r\n").await.unwrap();
+    s.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.unwrap();
+    let mut frame = [0u8; 9];
+    tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut frame))
+        .await
+        .expect("the server's preface in time")
+        .unwrap();
+    assert_eq!(frame[3], 4, "a SETTINGS frame: {frame:?}");
+
+    // HTTP/1.1 whose first byte ("P") could start the preface.
+    let mut s = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    s.write_all(b"P").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    s.write_all(
+        b"OST /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 0\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out))
+        .await
+        .expect("answered in time")
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out).starts_with("HTTP/1.1 "),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+}

@@ -123,7 +123,7 @@ async fn is_h2c(stream: &tokio::net::TcpStream) -> bool {
             Ok(n) if buf[..n] != H2_PREFACE[..n] => return false,
             Ok(n) if n == H2_PREFACE.len() => return true,
             // The start of the preface: wait for the rest (peek does not drain).
-            Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(2)).await,
+            Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
         }
     }
 }
