@@ -6,7 +6,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use junction_testkit::{spawn_gateway, Behavior, MockSpec, MockTool, MockUpstream, TestClient};
+use junction_testkit::{
+    spawn_gateway, Behavior, Gateway, MockSpec, MockTool, MockUpstream, TestClient,
+};
 use serde_json::{json, Value};
 
 fn bin() -> &'static Path {
@@ -283,17 +285,20 @@ async fn tls_termination_with_a_generated_certificate() {
     assert!(!String::from_utf8_lossy(&plain).contains("200 OK"));
 }
 
+/// Junction on port 0 in front of one modern mock upstream with an `echo` tool.
+async fn one_echo_upstream() -> (MockUpstream, Gateway) {
+    let up = MockUpstream::start(MockSpec::modern("up", vec![MockTool::echo("echo")])).await;
+    let yaml = format!(
+        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: up, url: {}}}\n",
+        up.url
+    );
+    let gw = spawn_gateway(bin(), &yaml).await;
+    (up, gw)
+}
+
 #[tokio::test]
 async fn http2_with_prior_knowledge_and_http1_share_the_plain_port() {
-    let up = MockUpstream::start(MockSpec::modern("up", vec![MockTool::echo("echo")])).await;
-    let gw = spawn_gateway(
-        bin(),
-        &format!(
-            "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: up, url: {}}}\n",
-            up.url
-        ),
-    )
-    .await;
+    let (_up, gw) = one_echo_upstream().await;
     for h2 in [true, false] {
         let client: hyper_util::client::legacy::Client<_, http_body_util::Full<bytes::Bytes>> =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
@@ -321,15 +326,7 @@ async fn http2_with_prior_knowledge_and_http1_share_the_plain_port() {
 #[tokio::test]
 async fn an_h2c_preface_split_across_writes_is_still_http2_and_a_slow_http1_head_is_still_http1() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let up = MockUpstream::start(MockSpec::modern("up", vec![MockTool::echo("echo")])).await;
-    let gw = spawn_gateway(
-        bin(),
-        &format!(
-            "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: up, url: {}}}\n",
-            up.url
-        ),
-    )
-    .await;
+    let (_up, gw) = one_echo_upstream().await;
 
     // HTTP/2 with prior knowledge, the preface in two writes, then an empty
     // SETTINGS frame: the server answers with its own SETTINGS frame (type 4).

@@ -11,17 +11,14 @@ use std::net::SocketAddr;
 
 use tokio::net::{TcpListener, TcpStream};
 
-fn arg(args: &[String], name: &str) -> Option<SocketAddr> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-}
+#[path = "args.rs"]
+mod args;
+use args::arg;
 
 fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let listen = arg(&args, "--listen").unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
-    let Some(upstream) = arg(&args, "--upstream") else {
+    let Some(upstream): Option<SocketAddr> = arg(&args, "--upstream") else {
         eprintln!("usage: null_proxy --listen 127.0.0.1:0 --upstream 127.0.0.1:PORT");
         std::process::exit(2);
     };

@@ -7,12 +7,9 @@ use std::net::SocketAddr;
 
 use junction_testkit::fast::{serve, FastOptions};
 
-fn arg<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-}
+#[path = "args.rs"]
+mod args;
+use args::arg;
 
 fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
