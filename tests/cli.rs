@@ -214,21 +214,26 @@ async fn the_default_config_serves_both_demo_upstreams() {
 
 #[tokio::test]
 async fn sigterm_drains_in_flight_requests_then_exits() {
-    let up = MockUpstream::start(MockSpec::modern(
-        "up",
-        vec![MockTool::new(
-            "slow",
-            json!({"type": "object"}),
-            Behavior::Slow(Duration::from_millis(1500)),
-        )],
-    ))
+    let up = MockUpstream::start(
+        MockSpec::modern(
+            "up",
+            vec![MockTool::new(
+                "slow",
+                json!({"type": "object"}),
+                Behavior::Slow(Duration::from_millis(1500)),
+            )],
+        )
+        // The mock delays a slow tool only on an SSE answer.
+        .with_sse(true),
+    )
     .await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("gateway.yaml");
     std::fs::write(
         &cfg,
         format!(
-            "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: up, url: {}}}\n",
+            // A long head limit: a silent connection must not hold shutdown for it.
+            "server: {{listen: 127.0.0.1:0}}\nlimits: {{header_read_timeout: 60s}}\nupstreams:\n  - {{id: up, url: {}}}\n",
             up.url
         ),
     )
@@ -262,6 +267,8 @@ async fn sigterm_drains_in_flight_requests_then_exits() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // Connected, never sent a byte (a pool's spare connection, a port check).
+    let _silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let pid = child.id().unwrap().to_string();
     assert!(std::process::Command::new("kill")
         .args(["-TERM", &pid])
@@ -275,9 +282,10 @@ async fn sigterm_drains_in_flight_requests_then_exits() {
         "the in-flight call finished: {}",
         done.text()
     );
-    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
+    // Well before the 10 s shutdown grace: nothing but the call was in flight.
+    let status = tokio::time::timeout(Duration::from_secs(8), child.wait())
         .await
-        .expect("exited")
+        .expect("exited before the grace period ran out")
         .unwrap();
     assert!(status.success(), "{status}");
     // After shutdown nothing listens any more.

@@ -143,6 +143,9 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
     h2.timer(hyper_util::rt::TokioTimer::new());
     let builders = Arc::new(Builders { h1, h2 });
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // Ends connections still before their first request (the h2c peek, the TLS
+    // handshake): they hold a watcher, and shutdown would wait for them.
+    let stop = tokio_util::sync::CancellationToken::new();
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -158,13 +161,15 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                 let service = Service { shared: shared.clone(), peer };
                 let builders = builders.clone();
                 let watcher = graceful.watcher();
+                let stop = stop.clone();
                 match shared.tls.load_full() {
                     None => {
                         tokio::spawn(async move {
                             // A connection that sends nothing is closed after the head
                             // limit, which also bounds the rest of its first head.
                             let by = tokio::time::Instant::now() + head_timeout;
-                            let Ok(h2) = tokio::time::timeout_at(by, is_h2c(&stream)).await else {
+                            let sniff = tokio::time::timeout_at(by, is_h2c(&stream));
+                            let Some(Ok(h2)) = stop.run_until_cancelled(sniff).await else {
                                 return;
                             };
                             let io = HeadGuard::new(stream, head_timeout, idle).first_head_by(by);
@@ -173,13 +178,14 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                     }
                     Some(acceptor) => {
                         tokio::spawn(async move {
-                            let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                                Ok(Ok(tls)) => tls,
-                                Ok(Err(e)) => {
+                            let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+                            let tls = match stop.run_until_cancelled(handshake).await {
+                                Some(Ok(Ok(tls))) => tls,
+                                Some(Ok(Err(e))) => {
                                     tracing::debug!(error = %e, "TLS handshake failed");
                                     return;
                                 }
-                                Err(_) => return,
+                                Some(Err(_)) | None => return,
                             };
                             let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
                             let io = HeadGuard::new(tls, head_timeout, idle);
@@ -192,6 +198,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
         }
     }
     drop(listener);
+    stop.cancel();
     let grace = shared.state.load().config.server.shutdown_grace;
     if tokio::time::timeout(grace, graceful.shutdown())
         .await
