@@ -164,7 +164,7 @@ pub async fn route_catalog(cx: &Cx<'_>) -> Arc<Catalog> {
                     .with_label_values(&["hit"])
                     .inc();
                 let catalog = catalog.clone();
-                remember_warm(cx, changes, &entries, &lists, &catalog);
+                remember_warm(cx, changes, &entries, &catalog);
                 return catalog;
             }
         }
@@ -218,7 +218,7 @@ pub async fn route_catalog(cx: &Cx<'_>) -> Arc<Catalog> {
     if let Ok(mut memo) = cx.route.merged.lock() {
         *memo = Some((fingerprint, catalog.clone()));
     }
-    remember_warm(cx, changes, &entries, &lists, &catalog);
+    remember_warm(cx, changes, &entries, &catalog);
     catalog
 }
 
@@ -240,25 +240,24 @@ fn warm_catalog(cx: &Cx<'_>, changes: u64) -> Option<Arc<Catalog>> {
 }
 
 /// Keeps `catalog` as the warm answer when every list it came from is fresh:
-/// until the first of them ages out, or the cache changes after `changes`.
+/// until the first of them ages out, or the cache changes after `changes` (a
+/// list refreshed meanwhile moved the count, so the memo is never served).
 fn remember_warm(
     cx: &Cx<'_>,
     changes: u64,
     entries: &[&crate::state::UpstreamEntry],
-    lists: &[junction_catalog::UpstreamTools],
     catalog: &Arc<Catalog>,
 ) {
-    let fresh = lists.iter().all(|l| matches!(l.status, ListStatus::Fresh));
-    let until = entries
-        .iter()
-        .map(|u| cx.state.cache.fresh_until(&u.id, u.list_ttl))
-        .try_fold(None, |min: Option<tokio::time::Instant>, u| {
-            u.map(|u| Some(min.map_or(u, |m| m.min(u))))
-        });
-    if let (true, Some(Some(until))) = (fresh, until) {
-        if let Ok(mut warm) = cx.route.warm.lock() {
-            *warm = Some((changes, until, catalog.clone()));
-        }
+    let mut until: Option<tokio::time::Instant> = None;
+    for u in entries {
+        // A stale or missing list: no warm path until it is fresh again.
+        let Some(t) = cx.state.cache.fresh_until(&u.id, u.list_ttl) else {
+            return;
+        };
+        until = Some(until.map_or(t, |m| m.min(t)));
+    }
+    if let (Some(until), Ok(mut warm)) = (until, cx.route.warm.lock()) {
+        *warm = Some((changes, until, catalog.clone()));
     }
 }
 
