@@ -59,9 +59,7 @@ pub async fn complete(
             let (upstream, original) = crate::prompts::resolve(cx, &name)
                 .ok_or_else(|| GatewayError::InvalidParams(format!("unknown prompt: {name}")))?;
             let renamed = serde_json::json!({"type": "ref/prompt", "name": original});
-            let raw = serde_json::value::to_raw_value(&renamed)
-                .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
-            params.insert("ref".into(), raw);
+            params.insert("ref".into(), crate::forward::raw_param(&renamed)?);
             (upstream, name)
         }
         Reference::Resource { uri } => {
@@ -72,9 +70,7 @@ pub async fn complete(
             })?;
             if own != uri {
                 let renamed = serde_json::json!({"type": "ref/resource", "uri": own});
-                let raw = serde_json::value::to_raw_value(&renamed)
-                    .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
-                params.insert("ref".into(), raw);
+                params.insert("ref".into(), crate::forward::raw_param(&renamed)?);
             }
             (upstream, uri)
         }

@@ -5,7 +5,6 @@
 
 use http::Response;
 use junction_protocol::jsonrpc::{Id, RawParams};
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::error::GatewayError;
@@ -94,8 +93,6 @@ pub async fn get(
         }
     }
     rate_limit(cx, "prompts/get", &upstream, &exposed).await?;
-    let name: Box<RawValue> = serde_json::value::to_raw_value(&original)
-        .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
-    params.insert("name".into(), name);
+    params.insert("name".into(), forward::raw_param(&original)?);
     forward::forward(cx, id, &upstream, "prompts/get", &exposed, params, client).await
 }

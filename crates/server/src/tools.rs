@@ -514,9 +514,7 @@ pub async fn call(
     // The upstream knows the tool by its original name.
     let meta = client.upstream_meta(&params);
     let mut params = params;
-    let name = serde_json::value::to_raw_value(&tool.original)
-        .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
-    params.insert("name".into(), name);
+    params.insert("name".into(), crate::forward::raw_param(&tool.original)?);
     let params = crate::forward::upstream_params(cx, params, &tool.upstream, &tool.exposed)?;
     let request = UpstreamRequest {
         param_headers,
