@@ -196,7 +196,10 @@ impl ResponseStream {
     fn finish(&mut self, cancel: bool) {
         self.finished = true;
         // Release the connection / routing entry now, not when the caller drops us.
-        self.inner = Inner::Ready(VecDeque::new());
+        let inner = std::mem::replace(&mut self.inner, Inner::Ready(VecDeque::new()));
+        if let (Inner::Sse(body), false) = (inner, cancel) {
+            body.settle();
+        }
         self.replier = None;
         self.strays = None;
         if let Some(guard) = self.guard.take() {

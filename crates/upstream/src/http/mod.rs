@@ -2,6 +2,7 @@
 //! session header, re-initialize on 404), and request forwarding.
 
 mod dual;
+mod pool;
 mod wire;
 
 use std::path::Path;
@@ -103,8 +104,7 @@ impl HttpTransport {
         Ok(HttpTransport {
             wire: Arc::new(Wire {
                 upstream: upstream.to_owned(),
-                client: wire::build_client(ca_file)?,
-                uri,
+                pool: Arc::new(pool::Pool::new(wire::build_connector(ca_file)?, uri)?),
                 static_headers,
                 changes,
                 max_message,

@@ -1,36 +1,42 @@
 //! The HTTP wire: the pooled client, one POST, and reading its answer as JSON
 //! or as an SSE stream relayed event by event.
 
-use std::error::Error as StdError;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use hyper::body::Body as _;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use junction_protocol::jsonrpc::{Id, RpcError};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use tokio::time::Instant;
 
+use super::pool::{chain, Leased, Pool, SendError};
 use crate::envelope::{self, Incoming as Msg};
 use crate::sse::SseParser;
 use crate::stream::{is_bridgeable, Bridged, Inner, Item, ServerRequest};
 use crate::{UpstreamError, UpstreamEvent};
 
-pub(crate) type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+/// How long a response stream may stay open after our response before its
+/// connection is given up rather than reused.
+const SETTLE_GRACE: Duration = Duration::from_secs(1);
 
 /// How much of an error body we keep for `UpstreamError::Http`.
 const ERROR_BODY_KEEP: usize = 4096;
 
-pub(crate) fn build_client(ca_file: Option<&Path>) -> Result<HttpClient, UpstreamError> {
+/// The connector for one upstream: TCP (no Nagle), TLS by rustls for https
+/// (public roots plus `ca_file`), ALPN offering h2 and http/1.1.
+pub(crate) fn build_connector(
+    ca_file: Option<&Path>,
+) -> Result<HttpsConnector<HttpConnector>, UpstreamError> {
     let bad = |m: String| UpstreamError::Unavailable(m);
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
@@ -58,15 +64,12 @@ pub(crate) fn build_client(ca_file: Option<&Path>) -> Result<HttpClient, Upstrea
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
+    Ok(hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()
         .enable_http1()
         .enable_http2()
-        .wrap_connector(http);
-    Ok(Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(90))
-        .build(https))
+        .wrap_connector(http))
 }
 
 pub(crate) fn parse_url(url: &str) -> Result<Uri, UpstreamError> {
@@ -88,22 +91,10 @@ pub(crate) fn header(name: &str, value: &str) -> Option<(HeaderName, HeaderValue
     ))
 }
 
-fn chain(e: &dyn StdError) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        cur = s.source();
-    }
-    out
-}
-
 /// Connection-level facts shared by every request of one upstream.
 pub(crate) struct Wire {
     pub(crate) upstream: String,
-    pub(crate) client: HttpClient,
-    pub(crate) uri: Uri,
+    pub(crate) pool: Arc<Pool>,
     pub(crate) static_headers: Vec<(HeaderName, HeaderValue)>,
     pub(crate) changes: tokio::sync::broadcast::Sender<String>,
     /// `upstreams[].max_response_bytes`: largest body or SSE event accepted.
@@ -120,8 +111,9 @@ impl Wire {
         extra: HeaderMap,
         forwarded: &[(String, String)],
         deadline: Instant,
-    ) -> Result<Response<Incoming>, UpstreamError> {
-        let mut headers = HeaderMap::new();
+    ) -> Result<Response<Leased>, UpstreamError> {
+        let mut headers =
+            HeaderMap::with_capacity(forwarded.len() + self.static_headers.len() + extra.len() + 3);
         for (name, value) in forwarded {
             let Some((n, v)) = header(name, value) else {
                 tracing::debug!(upstream = %self.upstream, header = %name, "skipping unencodable forwarded header");
@@ -152,18 +144,15 @@ impl Wire {
             headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         }
         headers.extend(extra);
-        let mut req = Request::builder()
-            .method(method)
-            .uri(self.uri.clone())
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| UpstreamError::Unavailable(format!("building request: {e}")))?;
+        let mut req = Request::new(Full::new(Bytes::from(body)));
+        *req.method_mut() = method;
         *req.headers_mut() = headers;
-        match tokio::time::timeout_at(deadline, self.client.request(req)).await {
+        match tokio::time::timeout_at(deadline, self.pool.send(req)).await {
             Err(_) => Err(UpstreamError::Timeout),
             Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(e)) if e.is_connect() => Err(UpstreamError::Unavailable(chain(&e))),
-            Ok(Err(e)) => {
-                tracing::debug!(upstream = %self.upstream, error = %chain(&e), "upstream request failed after connect");
+            Ok(Err(SendError::Connect(e))) => Err(UpstreamError::Unavailable(e)),
+            Ok(Err(SendError::Failed(e))) => {
+                tracing::debug!(upstream = %self.upstream, error = %e, "upstream request failed after connect");
                 Err(UpstreamError::Closed)
             }
         }
@@ -225,7 +214,7 @@ impl Responder {
 }
 
 pub(crate) async fn read_answer(
-    resp: Response<Incoming>,
+    resp: Response<Leased>,
     our_id: i64,
     responder: Option<Arc<Responder>>,
     deadline: Instant,
@@ -310,7 +299,7 @@ fn response_item(
     }
 }
 
-async fn read_capped(mut body: Incoming, max: usize) -> Result<Bytes, UpstreamError> {
+async fn read_capped(mut body: Leased, max: usize) -> Result<Bytes, UpstreamError> {
     let mut buf = Vec::new();
     while let Some(frame) = body.frame().await {
         let frame =
@@ -329,7 +318,7 @@ async fn read_capped(mut body: Incoming, max: usize) -> Result<Bytes, UpstreamEr
 
 /// An SSE response being read: events are handed out as they arrive.
 pub(crate) struct SseBody {
-    body: Incoming,
+    body: Leased,
     parser: SseParser,
     queue: std::collections::VecDeque<String>,
     our_id: i64,
@@ -391,6 +380,25 @@ impl SseBody {
                 }
             }
         }
+    }
+
+    /// After our response: a stream the upstream has already ended (the usual
+    /// case) is read to that end now, so its connection goes back to the pool;
+    /// one still open is drained in the background for a moment
+    /// (`SETTLE_GRACE`), then dropped, which closes its connection.
+    pub(crate) fn settle(mut self: Box<Self>) {
+        let mut cx = Context::from_waker(Waker::noop());
+        loop {
+            match Pin::new(&mut self.body).poll_frame(&mut cx) {
+                Poll::Ready(Some(Ok(_))) => {}
+                Poll::Ready(None | Some(Err(_))) => return,
+                Poll::Pending => break,
+            }
+        }
+        tokio::spawn(async move {
+            let drain = async { while let Some(Ok(_)) = self.body.frame().await {} };
+            let _ = tokio::time::timeout(SETTLE_GRACE, drain).await;
+        });
     }
 
     fn answer(&self, id: &Id, method: &str) {

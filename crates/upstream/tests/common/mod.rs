@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -73,6 +74,7 @@ impl Reply {
 pub struct Fake {
     pub url: String,
     pub log: Arc<Mutex<Vec<Recorded>>>,
+    accepted: Arc<AtomicUsize>,
 }
 
 impl Fake {
@@ -84,6 +86,10 @@ impl Fake {
             .into_iter()
             .filter(|r| r.rpc_method() == rpc_method)
             .collect()
+    }
+    /// TCP connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
     }
 }
 
@@ -98,11 +104,14 @@ where
     let log: Arc<Mutex<Vec<Recorded>>> = Arc::default();
     let handler = Arc::new(handler);
     let log2 = log.clone();
+    let accepted: Arc<AtomicUsize> = Arc::default();
+    let counter = accepted.clone();
     tokio::spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else {
                 return;
             };
+            counter.fetch_add(1, Ordering::SeqCst);
             let handler = handler.clone();
             let log = log2.clone();
             tokio::spawn(async move {
@@ -120,6 +129,7 @@ where
     Fake {
         url: format!("http://{addr}/mcp"),
         log,
+        accepted,
     }
 }
 

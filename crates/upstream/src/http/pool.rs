@@ -1,0 +1,281 @@
+//! The connections to one upstream: Junction's own pool over hyper's
+//! connection API.
+//!
+//! One `Pool` serves one upstream URL, so it needs no map keyed by origin:
+//! HTTP/1.1 connections wait in a stack (the most recently used first), an
+//! HTTP/2 connection (https upstreams that pick `h2` by ALPN) is shared by
+//! every request. A request takes a connection, sends on it in its own task
+//! (no executor hop to a pool task, nothing boxed), and the connection goes
+//! back when its answer's body has been read to the end ([`Leased`]); a body
+//! dropped before its end takes its connection with it (hyper closes it).
+//!
+//! A connection the upstream closed while it sat idle is noticed when it is
+//! taken (`is_closed`), or, in a race, by hyper handing the request back
+//! unsent (`try_send_request`): then the request goes out on the next
+//! connection. A request that reached the wire is never sent twice.
+
+use std::error::Error as StdError;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::header::{HeaderValue, HOST};
+use http::{Request, Response, Uri};
+use http_body_util::Full;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::client::conn::{http1, http2};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::{Connection, HttpConnector};
+use hyper_util::rt::TokioExecutor;
+use tower_service::Service;
+
+use crate::UpstreamError;
+
+pub(crate) type ReqBody = Full<Bytes>;
+
+/// Idle HTTP/1.1 connections kept per upstream; more are closed when they
+/// come back (the upstream's own keep-alive limit usually closes them sooner).
+const MAX_IDLE: usize = 256;
+
+/// Why a request got no response.
+pub(crate) enum SendError {
+    /// No connection could be made (refused, DNS, TLS handshake).
+    Connect(String),
+    /// The connection broke while the request was sent or answered.
+    Failed(String),
+}
+
+enum Conn {
+    H1(http1::SendRequest<ReqBody>),
+    H2(http2::SendRequest<ReqBody>),
+}
+
+pub(crate) struct Pool {
+    connector: HttpsConnector<HttpConnector>,
+    /// The upstream URL: what is connected to, and the HTTP/2 request target.
+    url: Uri,
+    /// The HTTP/1.1 request target (origin form) and `Host`.
+    path: Uri,
+    host: HeaderValue,
+    idle: Mutex<Vec<http1::SendRequest<ReqBody>>>,
+    h2: Mutex<Option<http2::SendRequest<ReqBody>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub(crate) fn chain(e: &dyn StdError) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}
+
+impl Pool {
+    pub(crate) fn new(
+        connector: HttpsConnector<HttpConnector>,
+        url: Uri,
+    ) -> Result<Pool, UpstreamError> {
+        let bad = |m: String| UpstreamError::Unavailable(m);
+        let authority = url
+            .authority()
+            .ok_or_else(|| bad(format!("upstream URL {url} has no host")))?;
+        let host = HeaderValue::from_str(authority.as_str())
+            .map_err(|e| bad(format!("upstream URL {url}: {e}")))?;
+        let path = url
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/")
+            .parse::<Uri>()
+            .map_err(|e| bad(format!("upstream URL {url}: {e}")))?;
+        Ok(Pool {
+            connector,
+            url,
+            path,
+            host,
+            idle: Mutex::new(Vec::new()),
+            h2: Mutex::new(None),
+        })
+    }
+
+    /// Sends `req` (its URI is replaced by this upstream's) on a pooled or new
+    /// connection.
+    pub(crate) async fn send(
+        self: &Arc<Self>,
+        mut req: Request<ReqBody>,
+    ) -> Result<Response<Leased>, SendError> {
+        loop {
+            let (conn, reused) = match self.checkout() {
+                Some(conn) => (conn, true),
+                // Boxed: the handshake futures are large and only live while
+                // connecting; inline they would grow every request's state.
+                None => (Box::pin(self.connect()).await?, false),
+            };
+            let unsent = match conn {
+                Conn::H1(mut tx) => {
+                    *req.uri_mut() = self.path.clone();
+                    req.headers_mut().insert(HOST, self.host.clone());
+                    match tx.try_send_request(req).await {
+                        Ok(resp) => return Ok(self.lease(resp, Some(tx))),
+                        Err(mut e) => match e.take_message() {
+                            Some(back) if reused => back,
+                            _ => return Err(SendError::Failed(chain(e.error()))),
+                        },
+                    }
+                }
+                Conn::H2(mut tx) => {
+                    *req.uri_mut() = self.url.clone();
+                    req.headers_mut().remove(HOST);
+                    match tx.try_send_request(req).await {
+                        Ok(resp) => return Ok(self.lease(resp, None)),
+                        Err(mut e) => match e.take_message() {
+                            Some(back) if reused => {
+                                lock(&self.h2).take();
+                                back
+                            }
+                            _ => return Err(SendError::Failed(chain(e.error()))),
+                        },
+                    }
+                }
+            };
+            tracing::debug!(url = %self.url, "pooled connection closed before the request left; retrying on another");
+            req = unsent;
+        }
+    }
+
+    fn checkout(&self) -> Option<Conn> {
+        {
+            let mut h2 = lock(&self.h2);
+            match h2.as_ref() {
+                Some(tx) if !tx.is_closed() => return Some(Conn::H2(tx.clone())),
+                Some(_) => *h2 = None,
+                None => {}
+            }
+        }
+        let mut idle = lock(&self.idle);
+        // From the most recently returned down; `swap_remove` only moves an
+        // element already looked at.
+        let mut i = idle.len();
+        while i > 0 {
+            i -= 1;
+            if idle[i].is_closed() {
+                idle.swap_remove(i);
+            } else if idle[i].is_ready() {
+                return Some(Conn::H1(idle.swap_remove(i)));
+            }
+            // Otherwise its last answer has just ended and hyper has not yet
+            // marked it idle: it stays for the next request.
+        }
+        None
+    }
+
+    async fn connect(&self) -> Result<Conn, SendError> {
+        let connect = |e: &dyn StdError| SendError::Connect(chain(e));
+        let io = self
+            .connector
+            .clone()
+            .call(self.url.clone())
+            .await
+            .map_err(|e| connect(&*e))?;
+        if io.connected().is_negotiated_h2() {
+            let (tx, conn) = http2::Builder::new(TokioExecutor::new())
+                .handshake(io)
+                .await
+                .map_err(|e| connect(&e))?;
+            let url = self.url.clone();
+            tokio::spawn(async move {
+                if let Err(e) = conn.await {
+                    tracing::debug!(%url, error = %chain(&e), "upstream HTTP/2 connection ended");
+                }
+            });
+            *lock(&self.h2) = Some(tx.clone());
+            Ok(Conn::H2(tx))
+        } else {
+            let (tx, conn) = http1::Builder::new()
+                .handshake(io)
+                .await
+                .map_err(|e| connect(&e))?;
+            let url = self.url.clone();
+            tokio::spawn(async move {
+                if let Err(e) = conn.await {
+                    tracing::debug!(%url, error = %chain(&e), "upstream connection ended");
+                }
+            });
+            Ok(Conn::H1(tx))
+        }
+    }
+
+    fn lease(
+        self: &Arc<Self>,
+        resp: Response<Incoming>,
+        tx: Option<http1::SendRequest<ReqBody>>,
+    ) -> Response<Leased> {
+        resp.map(|body| {
+            let mut body = Leased {
+                body,
+                home: tx.map(|tx| (self.clone(), tx)),
+            };
+            // Nothing to read (a 202, a HEAD-like answer): back right away.
+            if body.body.is_end_stream() {
+                body.release();
+            }
+            body
+        })
+    }
+
+    fn put_back(&self, tx: http1::SendRequest<ReqBody>) {
+        if tx.is_closed() {
+            return;
+        }
+        let mut idle = lock(&self.idle);
+        if idle.len() < MAX_IDLE {
+            idle.push(tx);
+        }
+    }
+}
+
+/// An answer's body; its HTTP/1.1 connection goes back to the pool once the
+/// body has been read to the end.
+pub(crate) struct Leased {
+    body: Incoming,
+    home: Option<(Arc<Pool>, http1::SendRequest<ReqBody>)>,
+}
+
+impl Leased {
+    fn release(&mut self) {
+        if let Some((pool, tx)) = self.home.take() {
+            pool.put_back(tx);
+        }
+    }
+}
+
+impl Body for Leased {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.body).poll_frame(cx);
+        if let Poll::Ready(None) = polled {
+            this.release();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
