@@ -22,7 +22,7 @@ BUCKETS = [
     ("jemalloc (malloc/free)", re.compile(r"^(_rjem_|je_|do_rallocx|arena_|__rustc::__rust_|__rust_(alloc|dealloc|realloc)|tikv_jemalloc)")),
     ("libc memcpy/memmove/memcmp", re.compile(r"^__mem")),
     ("hyper (HTTP/1 codec, dispatch)", re.compile(r"^hyper::")),
-    ("hyper-util (client pool, rt glue)", re.compile(r"^hyper_util::")),
+    ("hyper-util (rt glue, graceful shutdown)", re.compile(r"^hyper_util::")),
     ("http, httparse (header maps)", re.compile(r"^(http|httparse)::")),
     ("tokio (scheduler, I/O, timers)", re.compile(r"^tokio::")),
     ("serde_json (parse, write)", re.compile(r"^(serde_json|serde_core|serde)::")),
