@@ -685,6 +685,24 @@ impl Peer {
     }
 }
 
+/// Waits (bounded by `WAIT`) until Junction counts `n` open streams of `kind`.
+async fn wait_for_open_streams(gw: &Gateway, kind: &str, n: u32) {
+    let line = format!("junction_open_streams{{kind=\"{kind}\"}} {n}");
+    let client = TestClient::modern(&gw.url("/metrics"));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let scrape = client.raw("GET", vec![], vec![]).await;
+        if String::from_utf8_lossy(&scrape.raw).lines().any(|l| l == line) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Junction never counted {n} open {kind} stream(s)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn report_lists(report: &Value, name: &str) -> (bool, bool) {
     let has = |k: &str| report[k].as_array().unwrap().contains(&json!(name));
     (has("before"), has("after"))
@@ -720,6 +738,10 @@ async fn python_1x_legacy_client_receives_list_changed_on_its_get_stream() {
         &["--changes", "2"],
     );
     assert_eq!(peer.line().await, "READY");
+    // The SDK opens its GET stream in the background after `initialize`, so
+    // READY can come before Junction has it; a change made before then is not
+    // news to a stream that opens after it.
+    wait_for_open_streams(&w.gw, "get", 1).await;
     // An upstream's change (the handshake-era one, through its own GET stream).
     w.beta
         .set_tools(vec![MockTool::echo("echo"), MockTool::echo("fresh")]);
