@@ -7,7 +7,11 @@ use http::{Response, StatusCode};
 use junction_protocol::header_value;
 use junction_protocol::jsonrpc::{result_bytes, Id, RawParams};
 use junction_protocol::{meta, version};
-use serde_json::{json, Map, Value};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
 
 use crate::error::GatewayError;
 use crate::logging::Level;
@@ -30,11 +34,16 @@ pub async fn dispatch(
     method: &str,
     params: Option<RawParams>,
 ) -> Result<Response<Body>, GatewayError> {
-    let request_meta = request_meta(params.as_ref())?;
-    let caps = validate_meta_and_headers(cx, method, params.as_ref(), &request_meta)?;
+    let mut request_meta = request_meta(params.as_ref())?;
+    let raw_caps = validate_meta_and_headers(cx, method, params.as_ref(), &request_meta)?;
+    let log = log_level(&request_meta)?;
+    let capabilities = serde_json::from_str(raw_caps.get()).unwrap_or_default();
+    request_meta.retain(|k, _| !meta::is_stamped(k));
     let client = ClientSide::Modern {
-        capabilities: caps,
-        log: log_level(&request_meta)?,
+        capabilities,
+        raw_capabilities: raw_caps,
+        log,
+        forward_meta: request_meta.into_iter().collect(),
     };
     match method {
         "server/discover" => Ok(discover(cx, id)),
@@ -51,43 +60,55 @@ pub async fn dispatch(
     }
 }
 
-/// `params._meta` as a JSON object (it is small; arguments stay raw).
-pub fn request_meta(params: Option<&RawParams>) -> Result<Map<String, Value>, GatewayError> {
+/// `params._meta`, parsed once: its members as raw JSON (validated here,
+/// forwarded as they are).
+pub type RequestMeta = BTreeMap<String, Box<RawValue>>;
+
+pub fn request_meta(params: Option<&RawParams>) -> Result<RequestMeta, GatewayError> {
     let raw = params
         .and_then(|p| p.get("_meta"))
         .ok_or_else(|| GatewayError::MissingMeta("params._meta is required".into()))?;
-    match serde_json::from_str::<Value>(raw.get()) {
-        Ok(Value::Object(m)) => Ok(m),
-        _ => Err(GatewayError::MissingMeta(
-            "params._meta must be an object".into(),
-        )),
+    serde_json::from_str::<RequestMeta>(raw.get())
+        .map_err(|_| GatewayError::MissingMeta("params._meta must be an object".into()))
+}
+
+/// A `_meta` member that is a JSON string.
+fn meta_str(raw: &RawValue) -> Option<Cow<'_, str>> {
+    match serde_json::from_str::<&str>(raw.get()) {
+        Ok(s) => Some(Cow::Borrowed(s)),
+        // Escapes cannot be borrowed.
+        Err(_) => serde_json::from_str::<String>(raw.get()).ok().map(Cow::Owned),
     }
 }
 
 /// `_meta` logLevel: absent, or one of the spec's levels.
-fn log_level(m: &Map<String, Value>) -> Result<Option<Level>, GatewayError> {
+fn log_level(m: &RequestMeta) -> Result<Option<Level>, GatewayError> {
     match m.get(meta::LOG_LEVEL) {
         None => Ok(None),
-        Some(v) => v.as_str().and_then(Level::parse).map(Some).ok_or_else(|| {
-            GatewayError::InvalidParams(format!(
-                "params._meta[\"{}\"] must be one of {}",
-                meta::LOG_LEVEL,
-                Level::NAMES.join(", ")
-            ))
-        }),
+        Some(v) => meta_str(v)
+            .and_then(|s| Level::parse(&s))
+            .map(Some)
+            .ok_or_else(|| {
+                GatewayError::InvalidParams(format!(
+                    "params._meta[\"{}\"] must be one of {}",
+                    meta::LOG_LEVEL,
+                    Level::NAMES.join(", ")
+                ))
+            }),
     }
 }
 
-/// Checks `_meta` and the mirrored headers; returns the client's capabilities.
+/// Checks `_meta` and the mirrored headers; returns the client's capabilities
+/// (a JSON object).
 fn validate_meta_and_headers(
     cx: &Cx<'_>,
     method: &str,
     params: Option<&RawParams>,
-    m: &Map<String, Value>,
-) -> Result<Value, GatewayError> {
+    m: &RequestMeta,
+) -> Result<Box<RawValue>, GatewayError> {
     let requested = m
         .get(meta::PROTOCOL_VERSION)
-        .and_then(Value::as_str)
+        .and_then(|v| meta_str(v))
         .ok_or_else(|| {
             GatewayError::MissingMeta(format!(
                 "params._meta[\"{}\"] (a string) is required",
@@ -95,7 +116,8 @@ fn validate_meta_and_headers(
             ))
         })?;
     let caps = match m.get(meta::CLIENT_CAPABILITIES) {
-        Some(c @ Value::Object(_)) => c.clone(),
+        // Valid JSON that opens with a brace is an object.
+        Some(c) if c.get().starts_with('{') => c.clone(),
         _ => {
             return Err(GatewayError::MissingMeta(format!(
                 "params._meta[\"{}\"] (an object) is required",
@@ -120,7 +142,7 @@ fn validate_meta_and_headers(
     }
     if requested != version::MODERN {
         return Err(GatewayError::UnsupportedVersion {
-            requested: requested.to_owned(),
+            requested: requested.into_owned(),
             supported: supported_versions(),
         });
     }

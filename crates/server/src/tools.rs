@@ -26,8 +26,12 @@ use crate::response::{self, Body};
 pub enum ClientSide {
     Modern {
         capabilities: Value,
+        /// The same capabilities as the client sent them.
+        raw_capabilities: Box<RawValue>,
         /// `_meta` logLevel of this request.
         log: Option<Level>,
+        /// The request's other `_meta` members, forwarded upstream.
+        forward_meta: Vec<(String, Box<RawValue>)>,
     },
     Legacy {
         capabilities: Value,
@@ -62,11 +66,11 @@ impl ClientSide {
     /// modern client's own, and for a handshake-era session the log level it
     /// set (sessions have no `_meta` of their own for it).
     pub(crate) fn upstream_meta(&self, params: &RawParams) -> Vec<(String, Box<RawValue>)> {
-        let mut meta = forwarded_meta(params);
-        if let ClientSide::Legacy {
-            log: Some(level), ..
-        } = self
-        {
+        let (mut meta, level) = match self {
+            ClientSide::Modern { forward_meta, .. } => return forward_meta.clone(),
+            ClientSide::Legacy { log, .. } => (forwarded_meta(params), log),
+        };
+        if let Some(level) = level {
             meta.retain(|(k, _)| k != meta::LOG_LEVEL);
             if let Ok(raw) = serde_json::value::to_raw_value(level.name()) {
                 meta.push((meta::LOG_LEVEL.to_owned(), raw));
@@ -88,7 +92,14 @@ impl ClientSide {
             method: method.to_owned(),
             params,
             meta,
-            client_capabilities: serde_json::value::to_raw_value(self.capabilities()).ok(),
+            client_capabilities: match self {
+                ClientSide::Modern {
+                    raw_capabilities, ..
+                } => Some(raw_capabilities.clone()),
+                ClientSide::Legacy { capabilities, .. } => {
+                    serde_json::value::to_raw_value(capabilities).ok()
+                }
+            },
             param_headers: Vec::new(),
             forward_headers: junction_policy::forwardable_headers(
                 cx.headers,
@@ -383,11 +394,7 @@ fn forwarded_meta(params: &RawParams) -> Vec<(String, Box<RawValue>)> {
     else {
         return Vec::new();
     };
-    m.into_iter()
-        .filter(|(k, _)| {
-            k != meta::PROTOCOL_VERSION && k != meta::CLIENT_CAPABILITIES && k != meta::CLIENT_INFO
-        })
-        .collect()
+    m.into_iter().filter(|(k, _)| !meta::is_stamped(k)).collect()
 }
 
 fn unknown_tool(cx: &Cx<'_>, catalog: &Catalog, name: &str) -> GatewayError {

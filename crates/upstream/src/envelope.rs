@@ -70,11 +70,7 @@ fn write_params(
 ) {
     let mut meta_members: Vec<(&str, &str)> = Vec::with_capacity(forwarded.len() + 3);
     for (key, value) in forwarded {
-        let reserved = matches!(
-            key.as_str(),
-            meta::PROTOCOL_VERSION | meta::CLIENT_CAPABILITIES | meta::CLIENT_INFO
-        );
-        if reserved || meta_members.iter().any(|(k, _)| k == key) {
+        if meta::is_stamped(key) || meta_members.iter().any(|(k, _)| k == key) {
             continue;
         }
         let value = match (key.as_str(), progress) {
