@@ -692,7 +692,10 @@ async fn wait_for_open_streams(gw: &Gateway, kind: &str, n: u32) {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let scrape = client.raw("GET", vec![], vec![]).await;
-        if String::from_utf8_lossy(&scrape.raw).lines().any(|l| l == line) {
+        if String::from_utf8_lossy(&scrape.raw)
+            .lines()
+            .any(|l| l == line)
+        {
             return;
         }
         assert!(

@@ -77,7 +77,9 @@ fn meta_str(raw: &RawValue) -> Option<Cow<'_, str>> {
     match serde_json::from_str::<&str>(raw.get()) {
         Ok(s) => Some(Cow::Borrowed(s)),
         // Escapes cannot be borrowed.
-        Err(_) => serde_json::from_str::<String>(raw.get()).ok().map(Cow::Owned),
+        Err(_) => serde_json::from_str::<String>(raw.get())
+            .ok()
+            .map(Cow::Owned),
     }
 }
 

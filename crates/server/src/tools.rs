@@ -394,7 +394,9 @@ fn forwarded_meta(params: &RawParams) -> Vec<(String, Box<RawValue>)> {
     else {
         return Vec::new();
     };
-    m.into_iter().filter(|(k, _)| !meta::is_stamped(k)).collect()
+    m.into_iter()
+        .filter(|(k, _)| !meta::is_stamped(k))
+        .collect()
 }
 
 fn unknown_tool(cx: &Cx<'_>, catalog: &Catalog, name: &str) -> GatewayError {

@@ -258,7 +258,7 @@ impl HttpTransport {
         });
         let max = self.wire.max_message;
         let Ok(Answer::Stream(Inner::Sse(mut body))) =
-            wire::read_answer(resp, 0, Some(responder.clone()), deadline, max).await
+            wire::read_answer(resp, 0, Some(responder.clone()), Some(deadline), max).await
         else {
             tracing::debug!(upstream = %self.wire.upstream, "the GET of the handshake-era session is not an SSE stream");
             return;

@@ -177,7 +177,7 @@ impl HttpTransport {
                 Ok(None)
             }
         };
-        match wire::read_answer(resp, id, None, deadline, self.wire.max_message).await {
+        match wire::read_answer(resp, id, None, Some(deadline), self.wire.max_message).await {
             Err(
                 e
                 @ (UpstreamError::Timeout | UpstreamError::Unavailable(_) | UpstreamError::Closed),
@@ -202,7 +202,7 @@ impl HttpTransport {
             .send(Method::POST, body, HeaderMap::new(), &[], deadline)
             .await?;
         let session = resp.headers().get(SESSION_HEADER).cloned();
-        let result = match wire::read_answer(resp, id, None, deadline, self.wire.max_message)
+        let result = match wire::read_answer(resp, id, None, Some(deadline), self.wire.max_message)
             .await?
         {
             Answer::Stream(inner) => drain(inner, deadline).await?.map_err(UpstreamError::Rpc)?,
@@ -291,9 +291,11 @@ impl HttpTransport {
             Ready::Modern => None,
         };
         let legacy = session_headers.is_some();
+        // `Upstream::send_once` bounds the whole attempt by `deadline`: the
+        // exchange below arms no timers of its own.
         let resp = self
             .wire
-            .send(Method::POST, body, headers, &req.forward_headers, deadline)
+            .send_within(Method::POST, body, headers, &req.forward_headers)
             .await
             .map_err(Attempt::Failed)?;
         let responder = session_headers.as_ref().map(|headers| {
@@ -302,10 +304,9 @@ impl HttpTransport {
                 headers: headers.clone(),
             })
         });
-        let answer =
-            wire::read_answer(resp, id, responder.clone(), deadline, self.wire.max_message)
-                .await
-                .map_err(Attempt::Failed)?;
+        let answer = wire::read_answer(resp, id, responder.clone(), None, self.wire.max_message)
+            .await
+            .map_err(Attempt::Failed)?;
         match answer {
             Answer::Stream(inner) => {
                 let guard = session_headers.map(|h| cancel_guard(self.wire.clone(), h, id));
@@ -387,7 +388,7 @@ impl HttpTransport {
             resp,
             0,
             Some(responder.clone()),
-            deadline,
+            Some(deadline),
             self.wire.max_message,
         )
         .await?
