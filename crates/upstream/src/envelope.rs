@@ -55,7 +55,10 @@ pub(crate) fn request_body(
     progress: Option<&RawValue>,
     stamp: &Stamp<'_>,
 ) -> Vec<u8> {
-    let hint = params.values().map(|v| v.get().len() + 16).sum::<usize>() + 192;
+    // Room for the stamped `_meta` members (version, capabilities, client
+    // info: ~200 bytes) besides the client's own: the body is written once,
+    // without growing.
+    let hint = params.values().map(|v| v.get().len() + 16).sum::<usize>() + 320;
     jsonrpc::request_bytes_with(&Id::Num(id), method, hint, |out| {
         write_params(out, params, forwarded, progress, stamp)
     })
@@ -84,7 +87,8 @@ fn write_params(
         meta_members.push((meta::CLIENT_CAPABILITIES, caps.map_or("{}", |c| c.get())));
         meta_members.push((meta::CLIENT_INFO, CLIENT_INFO));
     }
-    let mut meta_obj = Vec::new();
+    let size = meta_members.iter().map(|(k, v)| k.len() + v.len() + 4);
+    let mut meta_obj = Vec::with_capacity(size.sum::<usize>() + 2);
     if !meta_members.is_empty() {
         jsonrpc::write_object(&mut meta_obj, meta_members);
     }
