@@ -15,6 +15,7 @@
 //! connection. A request that reached the wire is never sent twice.
 
 use std::error::Error as StdError;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
@@ -188,12 +189,7 @@ impl Pool {
                 .handshake(io)
                 .await
                 .map_err(|e| connect(&e))?;
-            let url = self.url.clone();
-            tokio::spawn(async move {
-                if let Err(e) = conn.await {
-                    tracing::debug!(%url, error = %chain(&e), "upstream HTTP/2 connection ended");
-                }
-            });
+            self.drive(conn, "HTTP/2");
             *lock(&self.h2) = Some(tx.clone());
             Ok(Conn::H2(tx))
         } else {
@@ -201,14 +197,23 @@ impl Pool {
                 .handshake(io)
                 .await
                 .map_err(|e| connect(&e))?;
-            let url = self.url.clone();
-            tokio::spawn(async move {
-                if let Err(e) = conn.await {
-                    tracing::debug!(%url, error = %chain(&e), "upstream connection ended");
-                }
-            });
+            self.drive(conn, "HTTP/1.1");
             Ok(Conn::H1(tx))
         }
+    }
+
+    /// Runs a new connection in its own task until it closes.
+    fn drive(
+        &self,
+        conn: impl Future<Output = hyper::Result<()>> + Send + 'static,
+        version: &'static str,
+    ) {
+        let url = self.url.clone();
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%url, version, error = %chain(&e), "upstream connection ended");
+            }
+        });
     }
 
     fn lease(
