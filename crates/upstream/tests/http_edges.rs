@@ -129,3 +129,42 @@ async fn legacy_list_changed_on_a_call_stream_goes_to_changes() {
         junction_upstream::Change::ToolsListChanged
     );
 }
+
+#[tokio::test]
+async fn header_precedence_ours_then_content_negotiation_then_config_then_forwarded() {
+    let fake = serve(|r| Reply::result(&r.id(), json!({"resultType":"complete"}))).await;
+    let headers = vec![
+        ("X-Team".to_owned(), "a".to_owned()),
+        ("X-Team".to_owned(), "b".to_owned()),
+        // Junction decides what it accepts.
+        ("Accept".to_owned(), "text/plain".to_owned()),
+    ];
+    let mut s = spec(&fake.url, headers, None);
+    s.era = EraPref::Modern;
+    let up = Upstream::new(s).expect("upstream");
+    let req = junction_upstream::UpstreamRequest {
+        method: "tools/list".into(),
+        forward_headers: vec![
+            ("x-team".into(), "from-client".into()),
+            ("x-trace".into(), "1".into()),
+            ("x-trace".into(), "2".into()),
+            // Ours (the modern mirror headers) are never the client's.
+            ("mcp-method".into(), "tools/call".into()),
+        ],
+        ..Default::default()
+    };
+    collect(up.request(req).await.expect("request")).await;
+    let r = &fake.calls("tools/list")[0];
+    let all = |name: &str| -> Vec<&str> {
+        r.headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect()
+    };
+    assert_eq!(all("x-team"), ["a", "b"], "config values, all of them");
+    assert_eq!(all("x-trace"), ["1", "2"], "forwarded values, all of them");
+    assert_eq!(all("accept"), ["application/json, text/event-stream"]);
+    assert_eq!(all("content-type"), ["application/json"]);
+    assert_eq!(all("mcp-method"), ["tools/list"]);
+}

@@ -102,8 +102,9 @@ pub(crate) struct Wire {
 }
 
 impl Wire {
-    /// One request to the endpoint. `extra` headers are ours (they win), then
-    /// static config headers; `forwarded` client headers never replace either.
+    /// One request to the endpoint. `extra` headers are ours (they win over
+    /// everything), then `Content-Type`/`Accept`, then the static config
+    /// headers; `forwarded` client headers never replace any of them.
     pub(crate) async fn send(
         &self,
         method: Method,
@@ -127,8 +128,17 @@ impl Wire {
         extra: HeaderMap,
         forwarded: &[(String, String)],
     ) -> Result<Response<Leased>, UpstreamError> {
-        let mut headers =
-            HeaderMap::with_capacity(forwarded.len() + self.static_headers.len() + extra.len() + 3);
+        // `extra` becomes the request's header map; every decision below is
+        // taken against it as given, before anything is added.
+        let mut headers = extra;
+        let has_type = headers.contains_key(CONTENT_TYPE);
+        let has_accept = headers.contains_key(ACCEPT);
+        let mut add = Vec::with_capacity(self.static_headers.len() + forwarded.len());
+        for (n, v) in &self.static_headers {
+            if !headers.contains_key(n) {
+                add.push((n.clone(), v.clone()));
+            }
+        }
         for (name, value) in forwarded {
             let Some((n, v)) = header(name, value) else {
                 tracing::debug!(upstream = %self.upstream, header = %name, "skipping unencodable forwarded header");
@@ -136,29 +146,31 @@ impl Wire {
             };
             if is_protected(&n)
                 || self.static_headers.iter().any(|(s, _)| *s == n)
-                || extra.contains_key(&n)
+                || headers.contains_key(&n)
             {
                 continue;
             }
+            add.push((n, v));
+        }
+        headers.reserve(add.len() + 2);
+        for (n, v) in add {
             headers.append(n, v);
         }
-        for (n, v) in &self.static_headers {
-            if !extra.contains_key(n) {
-                headers.append(n.clone(), v.clone());
-            }
-        }
         if method == Method::POST {
-            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            headers.insert(
-                ACCEPT,
-                HeaderValue::from_static("application/json, text/event-stream"),
-            );
-        } else if method == Method::GET {
+            if !has_type {
+                headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            }
+            if !has_accept {
+                headers.insert(
+                    ACCEPT,
+                    HeaderValue::from_static("application/json, text/event-stream"),
+                );
+            }
+        } else if method == Method::GET && !has_accept {
             // The standalone stream is SSE only; servers refuse a GET that does
             // not say so (the Python SDK answers 406).
             headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         }
-        headers.extend(extra);
         let mut req = Request::new(Full::new(Bytes::from(body)));
         *req.method_mut() = method;
         *req.headers_mut() = headers;
