@@ -474,12 +474,14 @@ pub async fn call(
         Vec::new()
     };
 
-    let upstream_id = tool.upstream.clone();
-    let tool_label = tool.exposed.clone();
-    let metrics = cx.state.metrics.clone();
+    let upstream_id = &tool.upstream;
     let started = std::time::Instant::now();
     let record: Box<dyn FnOnce(&str) + Send> = {
-        let (m, u, t) = (metrics.clone(), upstream_id.clone(), tool_label.clone());
+        let (m, u, t) = (
+            cx.state.metrics.clone(),
+            tool.upstream.clone(),
+            tool.exposed.clone(),
+        );
         Box::new(move |o: &str| record_call(&m, &u, &t, o, started))
     };
     let driver = bridge::Driver {
@@ -505,7 +507,7 @@ pub async fn call(
         stash: None,
         rounds: 0,
     };
-    let open = metrics.open_streams.with_label_values(&["call"]);
+    let open = cx.state.metrics.open_streams.with_label_values(&["call"]);
     // A retry that answers a call Junction holds continues that call.
     let mut driver = match bridge::resume(cx, &params, driver).await? {
         Resumed::NotHeld(d) => d,
@@ -538,13 +540,13 @@ pub async fn call(
     match upstream.client.request(request).await {
         Ok(s) => driver.stream = Some(s),
         Err(e) => {
-            let e = GatewayError::from_upstream(&upstream_id, e);
+            let e = GatewayError::from_upstream(upstream_id, e);
             record(e.outcome());
             let up = i64::from(upstream.client.is_healthy());
             cx.state
                 .metrics
                 .upstream_up
-                .with_label_values(&[&upstream_id])
+                .with_label_values(&[upstream_id])
                 .set(up);
             return Err(e);
         }
