@@ -84,10 +84,7 @@ impl Pool {
         url: Uri,
     ) -> Result<Pool, UpstreamError> {
         let bad = |m: String| UpstreamError::Unavailable(m);
-        let authority = url
-            .authority()
-            .ok_or_else(|| bad(format!("upstream URL {url} has no host")))?;
-        let host = HeaderValue::from_str(authority.as_str())
+        let host = HeaderValue::from_str(&host_header(&url))
             .map_err(|e| bad(format!("upstream URL {url}: {e}")))?;
         let path = url
             .path_and_query()
@@ -245,6 +242,20 @@ impl Pool {
     }
 }
 
+/// `Host` for an HTTP/1.1 request to `url`: the host, and the port unless it
+/// is the scheme's default (never the URL's user info).
+fn host_header(url: &Uri) -> String {
+    let host = url.host().unwrap_or_default();
+    let default = match url.scheme_str() {
+        Some("https") => 443,
+        _ => 80,
+    };
+    match url.port_u16() {
+        Some(port) if port != default => format!("{host}:{port}"),
+        _ => host.to_owned(),
+    }
+}
+
 /// An answer's body; its HTTP/1.1 connection goes back to the pool once the
 /// body has been read to the end.
 pub(crate) struct Leased {
@@ -282,5 +293,44 @@ impl Body for Leased {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_and_request_target_come_from_the_upstream_url() {
+        let cases = [
+            ("http://127.0.0.1:8080/mcp", "127.0.0.1:8080", "/mcp"),
+            (
+                "http://user:secret@mcp.example.test:80/mcp",
+                "mcp.example.test",
+                "/mcp",
+            ),
+            (
+                "https://mcp.example.test:443/a/b?x=1",
+                "mcp.example.test",
+                "/a/b?x=1",
+            ),
+            (
+                "https://mcp.example.test:8443",
+                "mcp.example.test:8443",
+                "/",
+            ),
+            ("http://[::1]:9000/mcp", "[::1]:9000", "/mcp"),
+        ];
+        for (url, host, target) in cases {
+            let url: Uri = url.parse().unwrap();
+            let pool = Pool::new(
+                super::super::wire::build_connector(None).unwrap(),
+                url.clone(),
+            )
+            .unwrap();
+            assert_eq!(pool.host, host, "{url}");
+            assert_eq!(pool.path, target, "{url}");
+        }
     }
 }
