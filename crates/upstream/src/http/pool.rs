@@ -17,8 +17,10 @@
 use std::error::Error as StdError;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{HeaderValue, HOST};
@@ -29,6 +31,7 @@ use hyper::client::conn::{http1, http2};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::{Connection, HttpConnector};
 use hyper_util::rt::TokioExecutor;
+use tokio::time::Instant;
 use tower_service::Service;
 
 use crate::UpstreamError;
@@ -38,6 +41,17 @@ pub(crate) type ReqBody = Full<Bytes>;
 /// Idle HTTP/1.1 connections kept per upstream; more are closed when they
 /// come back (the upstream's own keep-alive limit usually closes them sooner).
 const MAX_IDLE: usize = 256;
+
+/// How long a connection may sit idle in the pool before Junction closes it
+/// (hyper-util's client, which this pool replaced, used the same 90 s): an
+/// upstream without a keep-alive limit of its own is not left holding the
+/// connections of a burst for ever.
+const IDLE_LIMIT: Duration = Duration::from_secs(90);
+
+struct Idle {
+    tx: http1::SendRequest<ReqBody>,
+    since: Instant,
+}
 
 /// Why a request got no response.
 pub(crate) enum SendError {
@@ -59,8 +73,11 @@ pub(crate) struct Pool {
     /// The HTTP/1.1 request target (origin form) and `Host`.
     path: Uri,
     host: HeaderValue,
-    idle: Mutex<Vec<http1::SendRequest<ReqBody>>>,
+    idle: Mutex<Vec<Idle>>,
     h2: Mutex<Option<http2::SendRequest<ReqBody>>>,
+    idle_limit: Duration,
+    /// Whether the task that closes connections idle past `idle_limit` runs.
+    reaper: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -99,6 +116,8 @@ impl Pool {
             host,
             idle: Mutex::new(Vec::new()),
             h2: Mutex::new(None),
+            idle_limit: IDLE_LIMIT,
+            reaper: AtomicBool::new(false),
         })
     }
 
@@ -162,10 +181,10 @@ impl Pool {
         let mut i = idle.len();
         while i > 0 {
             i -= 1;
-            if idle[i].is_closed() {
+            if idle[i].tx.is_closed() {
                 idle.swap_remove(i);
-            } else if idle[i].is_ready() {
-                return Some(Conn::H1(idle.swap_remove(i)));
+            } else if idle[i].tx.is_ready() {
+                return Some(Conn::H1(idle.swap_remove(i).tx));
             }
             // Otherwise its last answer has just ended and hyper has not yet
             // marked it idle: it stays for the next request.
@@ -231,14 +250,42 @@ impl Pool {
         })
     }
 
-    fn put_back(&self, tx: http1::SendRequest<ReqBody>) {
+    fn put_back(self: &Arc<Self>, tx: http1::SendRequest<ReqBody>) {
         if tx.is_closed() {
             return;
         }
-        let mut idle = lock(&self.idle);
-        if idle.len() < MAX_IDLE {
-            idle.push(tx);
+        {
+            let mut idle = lock(&self.idle);
+            if idle.len() >= MAX_IDLE {
+                return;
+            }
+            idle.push(Idle {
+                tx,
+                since: Instant::now(),
+            });
         }
+        if !self.reaper.swap(true, Ordering::Relaxed) {
+            self.start_reaper();
+        }
+    }
+
+    /// Closes, every third of `idle_limit`, the connections idle for longer
+    /// than `idle_limit` (dropping a sender ends its connection). Started with
+    /// the first idle connection; ends with the pool.
+    fn start_reaper(self: &Arc<Self>) {
+        let pool = Arc::downgrade(self);
+        let every = self.idle_limit / 3;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let Some(pool) = pool.upgrade() else { return };
+                let limit = pool.idle_limit;
+                lock(&pool.idle).retain(|i| !i.tx.is_closed() && i.since.elapsed() < limit);
+            }
+        });
     }
 }
 
@@ -332,5 +379,70 @@ mod tests {
             assert_eq!(pool.host, host, "{url}");
             assert_eq!(pool.path, target, "{url}");
         }
+    }
+
+    /// A keep-alive HTTP/1.1 server that answers every request with `ok` and
+    /// counts the connections that are still open.
+    async fn keep_alive_server() -> (Uri, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::AtomicUsize;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let open = Arc::new(AtomicUsize::new(0));
+        let count = open.clone();
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                let count = count.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    // One read per request is enough for the small test bodies.
+                    while let Ok(n) = tcp.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                        if tcp.write_all(reply).await.is_err() {
+                            break;
+                        }
+                    }
+                    count.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        (url.parse().unwrap(), open)
+    }
+
+    #[tokio::test]
+    async fn a_connection_idle_past_the_limit_is_closed() {
+        use http_body_util::BodyExt;
+        let (url, open) = keep_alive_server().await;
+        let mut pool = Pool::new(super::super::wire::build_connector(None).unwrap(), url).unwrap();
+        pool.idle_limit = Duration::from_millis(300);
+        let pool = Arc::new(pool);
+        for _ in 0..3 {
+            let resp = pool
+                .send(Request::new(ReqBody::default()))
+                .await
+                .ok()
+                .unwrap();
+            assert_eq!(resp.into_body().collect().await.unwrap().to_bytes(), "ok");
+        }
+        assert_eq!(open.load(Ordering::SeqCst), 1, "one kept-alive connection");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while open.load(Ordering::SeqCst) > 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the idle connection was never closed"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // The pool still serves: a new connection.
+        let resp = pool
+            .send(Request::new(ReqBody::default()))
+            .await
+            .ok()
+            .unwrap();
+        assert_eq!(resp.into_body().collect().await.unwrap().to_bytes(), "ok");
     }
 }
