@@ -413,20 +413,25 @@ mod tests {
         (url.parse().unwrap(), open)
     }
 
+    /// One request through `pool`, its body read to the end.
+    async fn ok_call(pool: &Arc<Pool>) {
+        use http_body_util::BodyExt;
+        let resp = pool
+            .send(Request::new(ReqBody::default()))
+            .await
+            .ok()
+            .unwrap();
+        assert_eq!(resp.into_body().collect().await.unwrap().to_bytes(), "ok");
+    }
+
     #[tokio::test]
     async fn a_connection_idle_past_the_limit_is_closed() {
-        use http_body_util::BodyExt;
         let (url, open) = keep_alive_server().await;
         let mut pool = Pool::new(super::super::wire::build_connector(None).unwrap(), url).unwrap();
         pool.idle_limit = Duration::from_millis(300);
         let pool = Arc::new(pool);
         for _ in 0..3 {
-            let resp = pool
-                .send(Request::new(ReqBody::default()))
-                .await
-                .ok()
-                .unwrap();
-            assert_eq!(resp.into_body().collect().await.unwrap().to_bytes(), "ok");
+            ok_call(&pool).await;
         }
         assert_eq!(open.load(Ordering::SeqCst), 1, "one kept-alive connection");
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -438,11 +443,6 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         // The pool still serves: a new connection.
-        let resp = pool
-            .send(Request::new(ReqBody::default()))
-            .await
-            .ok()
-            .unwrap();
-        assert_eq!(resp.into_body().collect().await.unwrap().to_bytes(), "ok");
+        ok_call(&pool).await;
     }
 }
