@@ -316,15 +316,15 @@ pub(crate) async fn forward(
     bridge::respond(*driver, open, record).await
 }
 
-/// Params for the upstream, changed in place (no member is copied): `_meta`
-/// left out (the upstream client re-states it) and the client's own
-/// `requestState` unwrapped from Junction's envelope, which must be bound to
 /// `value` as raw JSON for a param Junction rewrites before forwarding (the
 /// upstream's own name of a tool or prompt, a completion `ref`).
 pub(crate) fn raw_param(value: &impl serde::Serialize) -> Result<Box<RawValue>, GatewayError> {
     serde_json::value::to_raw_value(value).map_err(|e| GatewayError::Unsupported(e.to_string()))
 }
 
+/// Params for the upstream, changed in place (no member is copied): `_meta`
+/// left out (the upstream client re-states it) and the client's own
+/// `requestState` unwrapped from Junction's envelope, which must be bound to
 /// `upstream_id` and `target`; everything else byte for byte.
 pub(crate) fn upstream_params(
     cx: &Cx<'_>,
