@@ -34,16 +34,15 @@ pub async fn dispatch(
     method: &str,
     params: Option<RawParams>,
 ) -> Result<Response<Body>, GatewayError> {
-    let mut request_meta = request_meta(params.as_ref())?;
+    let request_meta = request_meta(params.as_ref())?;
     let raw_caps = validate_meta_and_headers(cx, method, params.as_ref(), &request_meta)?;
     let log = log_level(&request_meta)?;
     let capabilities = serde_json::from_str(raw_caps.get()).unwrap_or_default();
-    request_meta.retain(|k, _| !meta::is_stamped(k));
     let client = ClientSide::Modern {
         capabilities,
         raw_capabilities: raw_caps,
         log,
-        forward_meta: request_meta.into_iter().collect(),
+        forward_meta: tools::forwardable_meta(request_meta),
     };
     match method {
         "server/discover" => Ok(discover(cx, id)),

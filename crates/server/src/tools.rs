@@ -383,17 +383,17 @@ pub async fn rate_limit(
     })
 }
 
-/// Gateway-owned `_meta` keys that describe the client to the gateway and are
-/// re-stated by the upstream client, not copied.
+/// A handshake-era request's `_meta` members to forward (none when `_meta` is
+/// absent or not an object).
 fn forwarded_meta(params: &RawParams) -> Vec<(String, Box<RawValue>)> {
-    let Some(raw) = params.get("_meta") else {
-        return Vec::new();
-    };
-    let Ok(m) =
-        serde_json::from_str::<std::collections::BTreeMap<String, Box<RawValue>>>(raw.get())
-    else {
-        return Vec::new();
-    };
+    crate::modern::request_meta(Some(params))
+        .map(forwardable_meta)
+        .unwrap_or_default()
+}
+
+/// The `_meta` members a request carries upstream: all but the stamped ones
+/// (version, capabilities, client info), which the upstream client re-states.
+pub(crate) fn forwardable_meta(m: crate::modern::RequestMeta) -> Vec<(String, Box<RawValue>)> {
     m.into_iter()
         .filter(|(k, _)| !meta::is_stamped(k))
         .collect()
