@@ -169,22 +169,14 @@ pub async fn route_catalog(cx: &Cx<'_>) -> Arc<Catalog> {
     if let Ok(memo) = cx.route.merged.lock() {
         if let Some((fp, catalog)) = memo.as_ref() {
             if *fp == fingerprint {
-                state
-                    .metrics
-                    .catalog_lookups_total
-                    .with_label_values(&["hit"])
-                    .inc();
+                count_lookup(cx, "hit");
                 let catalog = catalog.clone();
                 remember_warm(cx, changes, &entries, &catalog);
                 return catalog;
             }
         }
     }
-    state
-        .metrics
-        .catalog_lookups_total
-        .with_label_values(&["miss"])
-        .inc();
+    count_lookup(cx, "miss");
     for l in &lists {
         let healthy = state
             .upstreams
@@ -242,12 +234,18 @@ fn warm_catalog(cx: &Cx<'_>, changes: u64) -> Option<Arc<Catalog>> {
     }
     let catalog = catalog.clone();
     drop(warm);
+    count_lookup(cx, "hit");
+    Some(catalog)
+}
+
+/// `catalog_lookups_total{result}`: `hit` when a memo served the catalog,
+/// `miss` when it was merged.
+fn count_lookup(cx: &Cx<'_>, result: &str) {
     cx.state
         .metrics
         .catalog_lookups_total
-        .with_label_values(&["hit"])
+        .with_label_values(&[result])
         .inc();
-    Some(catalog)
 }
 
 /// Keeps `catalog` as the warm answer when every list it came from is fresh:
