@@ -48,23 +48,28 @@ impl<T> HeadGuard<T> {
     /// counted from now (a connection that never sends a byte is closed then);
     /// a write blocked for `write_stall` fails.
     pub fn new(inner: T, head_timeout: Duration, write_stall: Duration) -> Self {
+        let first_by = tokio::time::Instant::now() + head_timeout;
+        Self::with_first_head_by(inner, head_timeout, write_stall, first_by)
+    }
+
+    /// Like `new`, but the first head must be complete by `first_by` (the
+    /// listener spent part of the head limit waiting for the first bytes).
+    pub fn with_first_head_by(
+        inner: T,
+        head_timeout: Duration,
+        write_stall: Duration,
+        first_by: tokio::time::Instant,
+    ) -> Self {
         HeadGuard {
             inner,
             phase: Phase::Head,
             scan: 0,
             first: true,
             head_timeout,
-            deadline: Some(Box::pin(tokio::time::sleep(head_timeout))),
+            deadline: Some(Box::pin(tokio::time::sleep_until(first_by))),
             write_stall,
             write_deadline: None,
         }
-    }
-
-    /// The first head must be complete by `deadline` (the listener spent part
-    /// of the head limit waiting for the first bytes).
-    pub fn first_head_by(mut self, deadline: tokio::time::Instant) -> Self {
-        self.deadline = Some(Box::pin(tokio::time::sleep_until(deadline)));
-        self
     }
 
     /// The outcome of one write attempt, with the stall clock applied.

@@ -172,7 +172,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                             let Some(Ok(h2)) = stop.run_until_cancelled(sniff).await else {
                                 return;
                             };
-                            let io = HeadGuard::new(stream, head_timeout, idle).first_head_by(by);
+                            let io = HeadGuard::with_first_head_by(stream, head_timeout, idle, by);
                             builders.serve(io, h2, service, watcher).await;
                         });
                     }
