@@ -24,11 +24,8 @@ LOG_TAG=instr
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
 trap cleanup EXIT
-ensure_wrk
-if ! command -v valgrind >/dev/null; then
-  [ "$(id -u)" = 0 ] || { echo "valgrind is missing: apt-get install -y valgrind" >&2; exit 1; }
-  apt-get install -y valgrind >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y valgrind >/dev/null; }
-fi
+ensure_apt wrk
+ensure_apt valgrind
 cd "$ROOT"
 build_binaries
 

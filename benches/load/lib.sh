@@ -12,12 +12,13 @@ cleanup() {
   [ "${KEEP:-0}" = 1 ] && echo "work dir kept: $WORK" >&2 || rm -rf "$WORK"
 }
 
-ensure_wrk() {
-  command -v wrk >/dev/null && return 0
+# ensure_apt TOOL: installs the Debian package of the same name when TOOL is missing.
+ensure_apt() {
+  command -v "$1" >/dev/null && return 0
   if [ "$(id -u)" = 0 ]; then
-    apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }
+    apt-get install -y "$1" >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y "$1" >/dev/null; }
   else
-    echo "wrk is missing: apt-get install -y wrk" >&2; exit 1
+    echo "$1 is missing: apt-get install -y $1" >&2; exit 1
   fi
 }
 

@@ -29,7 +29,7 @@ PIDS=()
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
 trap cleanup EXIT
-ensure_wrk
+ensure_apt wrk
 cd "$ROOT"
 build_binaries
 start_upstream

@@ -123,7 +123,7 @@ for peer in $PEERS; do
   esac
 done
 
-ensure_wrk
+ensure_apt wrk
 cd "$ROOT"
 build_binaries
 start_upstream
