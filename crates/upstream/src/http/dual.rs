@@ -32,7 +32,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
@@ -43,7 +43,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::wire::{self, Answer, Responder};
-use super::{HttpTransport, Ready};
+use super::{lock, HttpTransport, Ready};
 use crate::era::EraPref;
 use crate::stream::{Bridged, Inner, ServerRequest};
 use crate::{UpstreamError, UpstreamRequest};
@@ -73,10 +73,6 @@ struct Calls {
     reading: AtomicBool,
     /// The upstream answered the GET with 405: it has no such stream.
     no_get: AtomicBool,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// One call's share of the GET stream's server requests; leaving (drop) ends it.

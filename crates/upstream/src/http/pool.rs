@@ -18,7 +18,7 @@ use std::error::Error as StdError;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -34,6 +34,7 @@ use hyper_util::rt::TokioExecutor;
 use tokio::time::Instant;
 use tower_service::Service;
 
+use super::lock;
 use crate::UpstreamError;
 
 pub(crate) type ReqBody = Full<Bytes>;
@@ -78,10 +79,6 @@ pub(crate) struct Pool {
     idle_limit: Duration,
     /// Whether the task that closes connections idle past `idle_limit` runs.
     reaper: AtomicBool,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 pub(crate) fn chain(e: &dyn StdError) -> String {
