@@ -4,10 +4,12 @@
 //! One `Pool` serves one upstream URL, so it needs no map keyed by origin:
 //! HTTP/1.1 connections wait in a stack (the most recently used first), an
 //! HTTP/2 connection (https upstreams that pick `h2` by ALPN) is shared by
-//! every request. A request takes a connection, sends on it in its own task
-//! (no executor hop to a pool task, nothing boxed), and the connection goes
-//! back when its answer's body has been read to the end ([`Leased`]); a body
-//! dropped before its end takes its connection with it (hyper closes it).
+//! every request. A request takes a connection and hands the request to that
+//! connection's task (hyper's; nothing boxed, no pool key hashed), and the
+//! connection goes back when its answer's body has been read to the end
+//! ([`Leased`]), with no task spawned per answer; a body dropped before its
+//! end takes its connection with it (hyper closes it). Connections idle for
+//! longer than `IDLE_LIMIT` are closed by one task per pool.
 //!
 //! A connection the upstream closed while it sat idle is noticed when it is
 //! taken (`is_closed`), or, in a race, by hyper handing the request back
