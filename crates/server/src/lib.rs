@@ -16,6 +16,7 @@ mod conn_guard;
 mod envelope;
 mod error;
 mod forward;
+mod inline_wake;
 mod legacy;
 mod list_cache;
 mod listen;

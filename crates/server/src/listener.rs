@@ -10,6 +10,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use crate::conn_guard::HeadGuard;
+use crate::inline_wake::inline_wakes;
 use hyper::server::conn::{http1, http2};
 use prometheus::Registry;
 use tokio::net::TcpListener;
@@ -164,7 +165,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                 let stop = stop.clone();
                 match shared.tls.load_full() {
                     None => {
-                        tokio::spawn(async move {
+                        tokio::spawn(inline_wakes(async move {
                             // A connection that sends nothing is closed after the head
                             // limit, which also bounds the rest of its first head.
                             let by = tokio::time::Instant::now() + head_timeout;
@@ -174,10 +175,10 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                             };
                             let io = HeadGuard::with_first_head_by(stream, head_timeout, idle, by);
                             builders.serve(io, h2, service, watcher).await;
-                        });
+                        }));
                     }
                     Some(acceptor) => {
-                        tokio::spawn(async move {
+                        tokio::spawn(inline_wakes(async move {
                             let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
                             let tls = match stop.run_until_cancelled(handshake).await {
                                 Some(Ok(Ok(tls))) => tls,
@@ -190,7 +191,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                             let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
                             let io = HeadGuard::new(tls, head_timeout, idle);
                             builders.serve(io, h2, service, watcher).await;
-                        });
+                        }));
                     }
                 }
             }

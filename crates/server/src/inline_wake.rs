@@ -1,0 +1,174 @@
+//! A connection task that wakes itself is polled again in place.
+//!
+//! hyper's HTTP/1 server hands each request body to the service through a
+//! channel that the same task polls: the service asks for the body (waking the
+//! dispatcher), the dispatcher sends the bytes it has already read (waking the
+//! service). Both wakes land on the task that is running. Tokio treats a task
+//! woken during its own poll as a yield: the task goes to the back of the run
+//! queue and an idle worker is woken to share the work. At low load that is a
+//! futex wake per request, and the other worker then takes over the IO driver,
+//! so the upstream's answer is handled on the other thread (strace at
+//! concurrency 1: one `FUTEX_WAKE` and one `FUTEX_WAIT` per call, the two
+//! workers taking turns).
+//!
+//! `inline_wakes` gives the inner future a waker that notes a wake arriving
+//! while it is being polled and polls it again at once, up to `ROUNDS` times;
+//! a wake from anywhere else (the IO driver, another task, a timer) goes to the
+//! task as usual.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use futures_util::task::AtomicWaker;
+
+/// How many times in a row a self-woken future is polled in place before the
+/// wake goes to the scheduler (so a future that keeps waking itself still
+/// lets other tasks run).
+const ROUNDS: usize = 4;
+
+#[derive(Default)]
+struct Shared {
+    /// Set while the inner future is being polled.
+    polling: AtomicBool,
+    /// Set by every wake; read after each poll.
+    woken: AtomicBool,
+    task: AtomicWaker,
+}
+
+impl Wake for Shared {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        // `woken` before `polling`, and the poller clears `polling` before it
+        // reads `woken`: a wake that finds `polling` set is seen by the poller.
+        self.woken.store(true, SeqCst);
+        if !self.polling.load(SeqCst) {
+            self.task.wake();
+        }
+    }
+}
+
+/// Runs `fut`, polling it again in place when it wakes itself while polled.
+pub(crate) async fn inline_wakes<F: Future>(fut: F) -> F::Output {
+    let mut fut = pin!(fut);
+    let shared = Arc::new(Shared::default());
+    // One waker for the connection's life, so wakers stored by the IO driver
+    // and channels compare equal (`will_wake`) from poll to poll.
+    let waker = Waker::from(shared.clone());
+    std::future::poll_fn(move |cx: &mut Context<'_>| {
+        shared.task.register(cx.waker());
+        let mut inner = Context::from_waker(&waker);
+        for _ in 0..ROUNDS {
+            shared.woken.store(false, SeqCst);
+            shared.polling.store(true, SeqCst);
+            let polled = fut.as_mut().poll(&mut inner);
+            shared.polling.store(false, SeqCst);
+            if polled.is_ready() || !shared.woken.load(SeqCst) {
+                return polled;
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Mutex;
+
+    /// Counts its polls, keeps the waker it was given, wakes itself during the
+    /// first `self_wakes` polls, and is ready once `ready` is set.
+    #[derive(Default)]
+    struct Probe {
+        polls: AtomicUsize,
+        self_wakes: usize,
+        ready: AtomicBool,
+        waker: Mutex<Option<Waker>>,
+    }
+
+    fn probe(p: &Arc<Probe>) -> impl Future<Output = ()> {
+        let p = p.clone();
+        std::future::poll_fn(move |cx| {
+            let n = p.polls.fetch_add(1, SeqCst);
+            *p.waker.lock().unwrap() = Some(cx.waker().clone());
+            if p.ready.load(SeqCst) {
+                return Poll::Ready(());
+            }
+            if n < p.self_wakes {
+                cx.waker().wake_by_ref();
+            }
+            Poll::Pending
+        })
+    }
+
+    /// Counts the wakes the outer task receives.
+    #[derive(Default)]
+    struct Task(AtomicUsize);
+    impl Wake for Task {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+
+    type Run = std::pin::Pin<Box<dyn Future<Output = ()>>>;
+
+    fn run(self_wakes: usize) -> (Arc<Probe>, Arc<Task>, Run) {
+        let p = Arc::new(Probe {
+            self_wakes,
+            ..Probe::default()
+        });
+        let fut = Box::pin(inline_wakes(probe(&p)));
+        (p, Arc::new(Task::default()), fut)
+    }
+
+    #[test]
+    fn a_wake_during_the_poll_is_a_poll_in_place_not_a_task_wake() {
+        let (p, task, mut fut) = run(2);
+        let waker = Waker::from(task.clone());
+        assert!(fut
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        assert_eq!(
+            p.polls.load(SeqCst),
+            3,
+            "two self-wakes: three polls in one"
+        );
+        assert_eq!(task.0.load(SeqCst), 0, "the task was not woken");
+    }
+
+    #[test]
+    fn a_future_that_keeps_waking_itself_goes_back_to_the_scheduler() {
+        let (p, task, mut fut) = run(usize::MAX);
+        let waker = Waker::from(task.clone());
+        assert!(fut
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        assert_eq!(p.polls.load(SeqCst), ROUNDS);
+        assert_eq!(task.0.load(SeqCst), 1, "yields to the scheduler once");
+    }
+
+    #[test]
+    fn a_wake_from_outside_the_poll_reaches_the_task() {
+        let (p, task, mut fut) = run(0);
+        let waker = Waker::from(task.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(p.polls.load(SeqCst), 1);
+        // What the IO driver would do with the waker it was given.
+        let stored = p.waker.lock().unwrap().take().unwrap();
+        std::thread::spawn(move || stored.wake()).join().unwrap();
+        assert_eq!(task.0.load(SeqCst), 1, "the wake reached the task");
+        p.ready.store(true, SeqCst);
+        assert!(fut.as_mut().poll(&mut cx).is_ready());
+    }
+}
