@@ -286,7 +286,8 @@ pub(crate) async fn forward(
     let open = metrics.open_streams.with_label_values(&["call"]);
     let mut driver = match bridge::resume(cx, &params, driver).await? {
         Resumed::NotHeld(d) => d,
-        Resumed::Continue(d) => return bridge::respond(*d, open, record).await,
+        // Boxed: rare, and inline it would grow every call's future.
+        Resumed::Continue(d) => return Box::pin(bridge::respond(*d, open, record)).await,
         Resumed::Answer(Ok((bytes, o))) => {
             record(o);
             return Ok(response::json(StatusCode::OK, bytes));
@@ -313,7 +314,7 @@ pub(crate) async fn forward(
             return Err(e);
         }
     }
-    bridge::respond(*driver, open, record).await
+    bridge::respond(driver, open, record).await
 }
 
 /// `value` as raw JSON for a param Junction rewrites before forwarding (the

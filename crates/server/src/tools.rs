@@ -509,7 +509,8 @@ pub async fn call(
     // A retry that answers a call Junction holds continues that call.
     let mut driver = match bridge::resume(cx, &params, driver).await? {
         Resumed::NotHeld(d) => d,
-        Resumed::Continue(d) => return bridge::respond(*d, open, record).await,
+        // Boxed: rare, and inline it would grow every call's future.
+        Resumed::Continue(d) => return Box::pin(bridge::respond(*d, open, record)).await,
         Resumed::Answer(Ok((bytes, o))) => {
             record(o);
             return Ok(response::json(StatusCode::OK, bytes));
@@ -549,7 +550,7 @@ pub async fn call(
             return Err(e);
         }
     };
-    bridge::respond(*driver, open, record).await
+    bridge::respond(driver, open, record).await
 }
 
 /// Turns an upstream result into the client's: `resultType` added where a

@@ -180,7 +180,8 @@ impl HttpTransport {
         {
             return Ok(ready);
         }
-        Ok(self.side_session(deadline).await.unwrap_or(ready))
+        // Boxed for the same reason as `ensure_ready`'s slow path.
+        Ok(Box::pin(self.side_session(deadline)).await.unwrap_or(ready))
     }
 
     async fn side_session(&self, deadline: Instant) -> Option<Arc<Ready>> {

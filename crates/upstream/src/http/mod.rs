@@ -130,6 +130,14 @@ impl HttpTransport {
         if let Some(r) = self.ready.load_full() {
             return Ok(r);
         }
+        // Boxed: once per upstream (and after a lost session); inline, the
+        // probe and handshake made every request's future ~1.5 KiB larger.
+        Box::pin(self.establish(deadline)).await
+    }
+
+    /// Learns the upstream's era (probe, or `initialize`), once for all the
+    /// requests waiting on it.
+    async fn establish(&self, deadline: Instant) -> Result<Arc<Ready>, UpstreamError> {
         let _flight = self.init_lock.lock().await;
         if let Some(r) = self.ready.load_full() {
             return Ok(r);
