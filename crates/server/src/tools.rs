@@ -568,7 +568,7 @@ pub(crate) struct Finisher {
     pub(crate) ttl_ms: u64,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct ResultHead<'a> {
     #[serde(rename = "resultType", borrow, default)]
     result_type: Option<std::borrow::Cow<'a, str>>,
@@ -576,18 +576,24 @@ struct ResultHead<'a> {
 
 impl Finisher {
     pub(crate) fn result(&self, raw: Box<RawValue>) -> Result<Box<RawValue>, GatewayError> {
-        let head: ResultHead<'_> =
-            serde_json::from_str(raw.get()).map_err(|_| GatewayError::UpstreamProtocol {
-                upstream: self.upstream.clone(),
-                detail: "result is not a JSON object".into(),
-            })?;
+        let not_object = || GatewayError::UpstreamProtocol {
+            upstream: self.upstream.clone(),
+            detail: "result is not a JSON object".into(),
+        };
+        let text = raw.get();
+        // Most results carry no `resultType`: when the text cannot name that
+        // key (not even through a `\u` escape) there is nothing to parse.
+        let head: ResultHead<'_> = if !text.starts_with('{') {
+            return Err(not_object());
+        } else if text.contains("resultType") || text.contains("\\u") {
+            serde_json::from_str(text).map_err(|_| not_object())?
+        } else {
+            ResultHead::default()
+        };
         match head.result_type.as_deref() {
             None => {
                 if self.modern {
-                    add_complete(&raw).ok_or_else(|| GatewayError::UpstreamProtocol {
-                        upstream: self.upstream.clone(),
-                        detail: "result is not a JSON object".into(),
-                    })
+                    add_complete(&raw).ok_or_else(not_object)
                 } else {
                     Ok(raw)
                 }
@@ -675,6 +681,66 @@ fn record_call(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn finisher(modern: bool) -> Finisher {
+        Finisher {
+            modern,
+            sealer: junction_protocol::seal::Sealer::random(),
+            principal: "alice".into(),
+            upstream: "up".into(),
+            target: "tool".into(),
+            ttl_ms: 60_000,
+        }
+    }
+
+    fn finish(modern: bool, result: &str) -> Result<String, GatewayError> {
+        let raw = RawValue::from_string(result.to_owned()).unwrap();
+        finisher(modern).result(raw).map(|r| r.get().to_owned())
+    }
+
+    #[test]
+    fn results_get_their_result_type_however_the_key_is_spelled() {
+        // No resultType: a modern client is told the call is complete.
+        assert_eq!(
+            finish(true, r#"{"content":[]}"#).unwrap(),
+            r#"{"resultType":"complete","content":[]}"#
+        );
+        assert_eq!(
+            finish(false, r#"{"content":[]}"#).unwrap(),
+            r#"{"content":[]}"#
+        );
+        // Present, plainly or through escapes: read, not added twice.
+        let plain = r#"{"resultType":"complete","content":[]}"#;
+        assert_eq!(finish(true, plain).unwrap(), plain);
+        let escaped = r#"{"result\u0054ype":"complete","content":[]}"#;
+        assert_eq!(finish(true, escaped).unwrap(), escaped);
+        let unknown = r#"{"result\u0054ype":"task","content":[]}"#;
+        assert!(matches!(
+            finish(true, unknown),
+            Err(GatewayError::UpstreamProtocol { .. })
+        ));
+        // Escapes elsewhere do not make a result without the key fail.
+        assert_eq!(
+            finish(true, r#"{"text":"caf\u00e9"}"#).unwrap(),
+            r#"{"resultType":"complete","text":"caf\u00e9"}"#
+        );
+        for bad in ["[1]", "\"x\"", "null"] {
+            assert!(
+                matches!(
+                    finish(true, bad),
+                    Err(GatewayError::UpstreamProtocol { .. })
+                ),
+                "{bad}"
+            );
+            assert!(
+                matches!(
+                    finish(false, bad),
+                    Err(GatewayError::UpstreamProtocol { .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn add_complete_keeps_members_byte_for_byte() {
