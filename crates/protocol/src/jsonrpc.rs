@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -124,8 +124,8 @@ struct Envelope<'a> {
     id: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
     method: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "present")]
-    params: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "present_params")]
+    params: Option<Params>,
     #[serde(default, borrow, deserialize_with = "present")]
     result: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
@@ -134,6 +134,80 @@ struct Envelope<'a> {
 
 fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
     <&RawValue>::deserialize(d).map(Some)
+}
+
+fn present_params<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Params>, D::Error> {
+    Params::deserialize(d).map(Some)
+}
+
+/// `params` read in the envelope's own pass: an object's members (each kept
+/// raw), or why it is not one. Params with duplicate keys are rejected:
+/// which duplicate "wins" differs between parsers, and a header check must
+/// see the same value the upstream will.
+enum Params {
+    Object(RawParams),
+    /// The first key seen twice (the rest of the object is skipped).
+    Duplicate(String),
+    /// Also `null`: present but not an object.
+    NotObject,
+}
+
+impl<'de> Deserialize<'de> for Params {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ParamsVisitor)
+    }
+}
+
+struct ParamsVisitor;
+
+impl<'de> Visitor<'de> for ParamsVisitor {
+    type Value = Params;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Params, A::Error> {
+        let mut out = RawParams::new();
+        while let Some(k) = map.next_key::<String>()? {
+            if out.contains_key(&k) {
+                map.next_value::<IgnoredAny>()?;
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                return Ok(Params::Duplicate(k));
+            }
+            out.insert(k, map.next_value()?);
+        }
+        Ok(Params::Object(out))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Params, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Params::NotObject)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Params, E> {
+        Ok(Params::NotObject)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Params, E> {
+        Ok(Params::NotObject)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Params, E> {
+        Ok(Params::NotObject)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Params, E> {
+        Ok(Params::NotObject)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Params, E> {
+        Ok(Params::NotObject)
+    }
+
+    fn visit_unit<E>(self) -> Result<Params, E> {
+        Ok(Params::NotObject)
+    }
 }
 
 fn invalid(message: &str) -> RpcError {
@@ -171,8 +245,13 @@ pub fn parse_client_message(body: &[u8]) -> Result<ClientMessage, RpcError> {
     };
     let params = match env.params {
         None => None,
-        Some(raw) if raw.get().starts_with('{') => Some(parse_params(raw)?),
-        Some(_) => return Err(invalid("\"params\" must be an object")),
+        Some(Params::Object(members)) => Some(members),
+        Some(Params::Duplicate(k)) => {
+            return Err(invalid(&format!(
+                "malformed \"params\": duplicate key {k:?}"
+            )))
+        }
+        Some(Params::NotObject) => return Err(invalid("\"params\" must be an object")),
     };
     match env.id {
         None => Ok(ClientMessage::Notification { method, params }),
@@ -208,37 +287,6 @@ fn parse_id(raw: &RawValue) -> Result<Id, RpcError> {
             .map(Id::Num)
             .map_err(|_| invalid("\"id\" must be a string or an integer"))
     }
-}
-
-/// Params with duplicate keys are rejected: which duplicate "wins" differs between
-/// parsers, and a header check must see the same value the upstream will.
-fn parse_params(raw: &RawValue) -> Result<RawParams, RpcError> {
-    struct Unique(RawParams);
-    impl<'de> Deserialize<'de> for Unique {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            d.deserialize_map(UniqueVisitor)
-        }
-    }
-    struct UniqueVisitor;
-    impl<'de> Visitor<'de> for UniqueVisitor {
-        type Value = Unique;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a JSON object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Unique, A::Error> {
-            let mut out = RawParams::new();
-            while let Some((k, v)) = map.next_entry::<String, Box<RawValue>>()? {
-                if out.contains_key(&k) {
-                    return Err(serde::de::Error::custom(format!("duplicate key {k:?}")));
-                }
-                out.insert(k, v);
-            }
-            Ok(Unique(out))
-        }
-    }
-    serde_json::from_str::<Unique>(raw.get())
-        .map(|u| u.0)
-        .map_err(|e| invalid(&format!("malformed \"params\": {e}")))
 }
 
 /// Any message from a server (response, notification, or server request), raw parts.

@@ -57,6 +57,9 @@ fn bad_messages_get_the_right_code() {
         "{",
         r#"{"jsonrpc":"2.0","id":1,"method":"x"} trailing"#,
         "{'jsonrpc':'2.0'}",
+        // Broken after a duplicate params key: still a parse error.
+        r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":1,"a":2,"b":}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1,}"#,
     ];
     for s in parse_errors {
         assert_eq!(code(s), codes::PARSE_ERROR, "{s:?}");
@@ -98,10 +101,17 @@ fn bad_messages_get_the_right_code() {
         r#"{"jsonrpc":"2.0","id":1,"method":"x","params":"p"}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"x","method":"y"}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":1,"a":2}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":{"b":[1]},"c":2,"a":{},"d":[{}]}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"x","params":7}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"x","params":-7.5}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"x","params":true}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[{"a":1}]}"#,
     ];
     for s in invalid_requests {
         assert_eq!(code(s), codes::INVALID_REQUEST, "{s}");
     }
+    let dup = parse(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"k":1,"k":2}}"#);
+    assert!(dup.unwrap_err().message.contains(r#"duplicate key "k""#));
 }
 
 fn json(bytes: &[u8]) -> serde_json::Value {
