@@ -17,7 +17,7 @@
 //! task as usual.
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
@@ -53,20 +53,38 @@ impl Wake for Shared {
     }
 }
 
-/// Runs `fut`, polling it again in place when it wakes itself while polled.
-pub(crate) async fn inline_wakes<F: Future>(fut: F) -> F::Output {
-    let mut fut = pin!(fut);
+pin_project_lite::pin_project! {
+    /// `fut`, polled again in place when it wakes itself while polled.
+    /// (A struct, not an `async fn`: an async fn would keep its argument and
+    /// the pinned copy side by side, doubling every connection's task.)
+    pub(crate) struct InlineWakes<F> {
+        #[pin]
+        fut: F,
+        shared: Arc<Shared>,
+        // One waker for the connection's life, so wakers stored by the IO
+        // driver and channels compare equal (`will_wake`) from poll to poll.
+        waker: Waker,
+    }
+}
+
+pub(crate) fn inline_wakes<F: Future>(fut: F) -> InlineWakes<F> {
     let shared = Arc::new(Shared::default());
-    // One waker for the connection's life, so wakers stored by the IO driver
-    // and channels compare equal (`will_wake`) from poll to poll.
     let waker = Waker::from(shared.clone());
-    std::future::poll_fn(move |cx: &mut Context<'_>| {
+    InlineWakes { fut, shared, waker }
+}
+
+impl<F: Future> Future for InlineWakes<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let mut this = self.project();
+        let shared = &**this.shared;
         shared.task.register(cx.waker());
-        let mut inner = Context::from_waker(&waker);
+        let mut inner = Context::from_waker(this.waker);
         for _ in 0..ROUNDS {
             shared.woken.store(false, SeqCst);
             shared.polling.store(true, SeqCst);
-            let polled = fut.as_mut().poll(&mut inner);
+            let polled = this.fut.as_mut().poll(&mut inner);
             shared.polling.store(false, SeqCst);
             if polled.is_ready() || !shared.woken.load(SeqCst) {
                 return polled;
@@ -74,8 +92,7 @@ pub(crate) async fn inline_wakes<F: Future>(fut: F) -> F::Output {
         }
         cx.waker().wake_by_ref();
         Poll::Pending
-    })
-    .await
+    }
 }
 
 #[cfg(test)]
