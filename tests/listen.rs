@@ -687,15 +687,10 @@ impl Peer {
 
 /// Waits (bounded by `WAIT`) until Junction counts `n` open streams of `kind`.
 async fn wait_for_open_streams(gw: &Gateway, kind: &str, n: u32) {
-    let line = format!("junction_open_streams{{kind=\"{kind}\"}} {n}");
-    let client = TestClient::modern(&gw.url("/metrics"));
+    let gauge = format!("junction_open_streams{{kind=\"{kind}\"}} ");
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let scrape = client.raw("GET", vec![], vec![]).await;
-        if String::from_utf8_lossy(&scrape.raw)
-            .lines()
-            .any(|l| l == line)
-        {
+        if gw.metric(&gauge).await == Some(f64::from(n)) {
             return;
         }
         assert!(

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use junction_testkit::{
-    spawn_gateway, Behavior, Gateway, MockSpec, MockTool, MockUpstream, TestClient,
+    metric, spawn_gateway, Behavior, Gateway, MockSpec, MockTool, MockUpstream, TestClient,
 };
 use serde_json::{json, Value};
 
@@ -46,14 +46,6 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     false
-}
-
-fn metric(scrape: &str, line_prefix: &str) -> Option<f64> {
-    scrape
-        .lines()
-        .find(|l| l.starts_with(line_prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
 }
 
 #[tokio::test]
@@ -128,17 +120,15 @@ async fn config_edits_take_effect_without_restart_and_bad_edits_change_nothing_b
         "server: {listen: 127.0.0.1:0}\nupstreams: []\nbogus: 1\n",
     )
     .unwrap();
-    let metrics_url = gw.url("/metrics");
     let failed = eventually(|| async {
-        let (_, scrape) = get(&metrics_url).await;
-        metric(&scrape, "junction_config_last_reload_success") == Some(0.0)
+        gw.metric("junction_config_last_reload_success").await == Some(0.0)
     })
     .await;
     assert!(failed, "a failed reload sets the gauge to 0");
-    let (_, scrape) = get(&metrics_url).await;
-    assert!(
-        metric(&scrape, "junction_config_reloads_total{result=\"failure\"}").unwrap_or(0.0) >= 1.0
-    );
+    let failures = gw
+        .metric("junction_config_reloads_total{result=\"failure\"}")
+        .await;
+    assert!(failures.unwrap_or(0.0) >= 1.0);
     assert_eq!(
         names(
             TestClient::modern(&mcp)

@@ -134,10 +134,30 @@ async fn fail(child: &mut Child, stderr_path: &Path, why: &str) -> ! {
     panic!("gateway did not start: {why}\n--- stderr ---\n{stderr}");
 }
 
+/// The value of the first line of a `/metrics` scrape that starts with
+/// `line_prefix`.
+pub fn metric(scrape: &str, line_prefix: &str) -> Option<f64> {
+    scrape
+        .lines()
+        .find(|l| l.starts_with(line_prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
 impl Gateway {
     /// `http://ADDR{path}`, e.g. `gw.url("/mcp")`.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
+    }
+
+    /// The value of the first `/metrics` line starting with `line_prefix`
+    /// (a metric name with its labels as Junction renders them, sorted), or
+    /// None when no line matches.
+    pub async fn metric(&self, line_prefix: &str) -> Option<f64> {
+        let scrape = crate::TestClient::modern(&self.url("/metrics"))
+            .raw("GET", vec![], vec![])
+            .await;
+        metric(&String::from_utf8_lossy(&scrape.raw), line_prefix)
     }
 
     /// Everything the gateway wrote to stderr so far.

@@ -22,7 +22,7 @@ mod response;
 pub mod sse;
 
 pub use client::{TestClient, TestResponse, TestStream};
-pub use gateway::{spawn_gateway, spawn_gateway_with_env, spawn_with_command, Gateway};
+pub use gateway::{metric, spawn_gateway, spawn_gateway_with_env, spawn_with_command, Gateway};
 pub use mock::{
     faulty_stdio_script, Behavior, Fault, FaultyUpstream, MockEra, MockSpec, MockTool,
     MockUpstream, Recorded, REQUEST_STATE,
