@@ -30,7 +30,9 @@ pub trait ToolSource: Send + Sync {
 
 #[derive(Clone, Debug, Default)]
 pub struct SourcePage {
-    pub tools: Vec<Value>,
+    /// An `Arc` so a source can hand back the list it gave last time (an
+    /// unchanged page), which the cache then keeps without comparing it.
+    pub tools: Arc<Vec<Value>>,
     pub next_cursor: Option<String>,
     /// None for legacy upstreams or a missing `ttlMs`.
     pub ttl_ms: Option<u64>,
@@ -122,7 +124,7 @@ enum Step {
     Lead(watch::Sender<Option<UpstreamTools>>, u64, u64),
 }
 
-type Drained = (Vec<Value>, Option<u64>, bool);
+type Drained = (Arc<Vec<Value>>, Option<u64>, bool);
 
 pub struct ToolCache {
     max_pages: usize,
@@ -264,13 +266,15 @@ impl ToolCache {
         self.changed();
         match result {
             Ok((tools, ttl_ms, public)) => {
-                let changed = s
-                    .good
-                    .as_ref()
-                    .is_none_or(|g| g.ttl_ms != ttl_ms || g.public != public || *g.tools != tools);
+                let changed = s.good.as_ref().is_none_or(|g| {
+                    g.ttl_ms != ttl_ms
+                        || g.public != public
+                        || !(Arc::ptr_eq(&g.tools, &tools) || *g.tools == *tools)
+                });
+                // An equal list keeps the old Arc (snapshots share it).
                 let tools = match &s.good {
                     Some(g) if !changed => g.tools.clone(),
-                    _ => Arc::new(tools),
+                    _ => tools,
                 };
                 if changed {
                     s.generation += 1;
@@ -300,21 +304,32 @@ impl ToolCache {
     }
 
     async fn drain(&self, source: &dyn ToolSource) -> Result<Drained, SourceError> {
-        let mut tools = Vec::new();
+        // One page (the usual case) passes its Arc through untouched.
+        let mut tools: Option<Arc<Vec<Value>>> = None;
         let mut cursor = None;
         let mut ttl: Option<u64> = None;
         let mut legacy = false;
         let mut public = true;
         for _ in 0..self.max_pages {
             let page = source.list_page(cursor.take()).await?;
-            tools.extend(page.tools);
+            tools = Some(match tools {
+                None => page.tools,
+                Some(mut all) => {
+                    let more = Arc::try_unwrap(page.tools).unwrap_or_else(|a| (*a).clone());
+                    Arc::make_mut(&mut all).extend(more);
+                    all
+                }
+            });
             match page.ttl_ms {
                 Some(t) => ttl = Some(ttl.map_or(t, |old| old.min(t))),
                 None => legacy = true,
             }
             public &= page.public;
             match page.next_cursor {
-                None => return Ok((tools, if legacy { None } else { ttl }, public)),
+                None => {
+                    let tools = tools.unwrap_or_default();
+                    return Ok((tools, if legacy { None } else { ttl }, public));
+                }
                 Some(next) => cursor = Some(next),
             }
         }

@@ -70,7 +70,7 @@ impl ToolSource for Fake {
                 Mode::Fail => Err(SourceError("connection refused".into())),
                 Mode::Hang => std::future::pending().await,
                 Mode::Endless => Ok(SourcePage {
-                    tools: vec![tool("t")],
+                    tools: Arc::new(vec![tool("t")]),
                     next_cursor: Some(String::new()),
                     ttl_ms: Some(1000),
                     public: true,
@@ -83,7 +83,7 @@ impl ToolSource for Fake {
                     };
                     let (names, ttl_ms) = pages[i].clone();
                     Ok(SourcePage {
-                        tools: names.into_iter().map(tool).collect(),
+                        tools: Arc::new(names.into_iter().map(tool).collect()),
                         next_cursor: (i + 1 < pages.len()).then(|| format!("p{}", i + 1)),
                         ttl_ms,
                         public: i != 1,

@@ -120,7 +120,9 @@ pub struct UpstreamRequest {
 /// One page of an upstream's `tools/list`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolsPage {
-    pub tools: Vec<serde_json::Value>,
+    /// Shared with the previous answer when the upstream sent the same bytes
+    /// (see `ToolsMemo`).
+    pub tools: Arc<Vec<serde_json::Value>>,
     pub next_cursor: Option<String>,
     /// `ttlMs` as sent (negative → 0); `None` when absent (legacy upstreams).
     pub ttl_ms: Option<u64>,
@@ -160,6 +162,18 @@ pub struct Upstream {
     changes: tokio::sync::broadcast::Sender<String>,
     watch: watch::WatchState,
     breaker: breaker::Breaker,
+    tools_memo: std::sync::Mutex<Option<ToolsMemo>>,
+}
+
+/// The first `tools/list` page as last received: its `tools` array's bytes
+/// and their parse. Most refreshes return the same list; equal bytes parse to
+/// equal tools, so the page is handed back without parsing it again (and the
+/// catalog sees the same `Arc`, so it neither compares nor drops a copy).
+/// Only the first page: later pages are rare and their cursors can differ
+/// every time.
+struct ToolsMemo {
+    raw: Box<str>,
+    tools: Arc<Vec<serde_json::Value>>,
 }
 
 /// Pause before the one retry of a request that never left Junction: long
@@ -229,6 +243,7 @@ impl Upstream {
             changes,
             watch: watch::WatchState::new(CHANGES_CAPACITY),
             breaker: breaker::Breaker::new(breaker),
+            tools_memo: std::sync::Mutex::new(None),
         }))
     }
 
@@ -344,7 +359,10 @@ impl Upstream {
         while let Some(event) = stream.next().await {
             match event? {
                 UpstreamEvent::Notification(_) => continue,
-                UpstreamEvent::Result(raw) => return parse_tools_page(&raw),
+                UpstreamEvent::Result(raw) => {
+                    let memo = cursor.is_none().then_some(&self.tools_memo);
+                    return parse_tools_page(&raw, memo);
+                }
                 UpstreamEvent::Error(err) => return Err(UpstreamError::Rpc(err)),
             }
         }
@@ -378,8 +396,9 @@ fn list_retry_helps(e: &UpstreamError) -> bool {
 }
 
 #[derive(serde::Deserialize)]
-struct ListToolsResult {
-    tools: Vec<serde_json::Value>,
+struct ListToolsResult<'a> {
+    #[serde(borrow)]
+    tools: &'a RawValue,
     #[serde(rename = "nextCursor", default)]
     next_cursor: Option<String>,
     #[serde(rename = "ttlMs", default)]
@@ -388,16 +407,41 @@ struct ListToolsResult {
     cache_scope: Option<String>,
 }
 
-fn parse_tools_page(raw: &RawValue) -> Result<ToolsPage, UpstreamError> {
-    let r: ListToolsResult = serde_json::from_str(raw.get())
-        .map_err(|e| UpstreamError::Protocol(format!("bad tools/list result: {e}")))?;
+/// `memo`: the upstream's first-page memo, when this is the first page.
+fn parse_tools_page(
+    raw: &RawValue,
+    memo: Option<&std::sync::Mutex<Option<ToolsMemo>>>,
+) -> Result<ToolsPage, UpstreamError> {
+    let bad = |e: serde_json::Error| UpstreamError::Protocol(format!("bad tools/list result: {e}"));
+    let r: ListToolsResult<'_> = serde_json::from_str(raw.get()).map_err(bad)?;
+    let text = r.tools.get();
+    let remembered = memo.and_then(|m| {
+        let m = m.lock().unwrap_or_else(|p| p.into_inner());
+        m.as_ref()
+            .filter(|m| *m.raw == *text)
+            .map(|m| m.tools.clone())
+    });
+    let tools = match remembered {
+        Some(tools) => tools,
+        None => {
+            let tools: Arc<Vec<serde_json::Value>> =
+                Arc::new(serde_json::from_str(text).map_err(bad)?);
+            if let Some(m) = memo {
+                *m.lock().unwrap_or_else(|p| p.into_inner()) = Some(ToolsMemo {
+                    raw: text.into(),
+                    tools: tools.clone(),
+                });
+            }
+            tools
+        }
+    };
     let ttl_ms = r.ttl_ms.as_ref().and_then(|v| {
         v.as_u64()
             .or_else(|| v.as_i64().map(|_| 0))
             .or_else(|| v.as_f64().map(|f| if f > 0.0 { f as u64 } else { 0 }))
     });
     Ok(ToolsPage {
-        tools: r.tools,
+        tools,
         next_cursor: r.next_cursor,
         ttl_ms,
         cache_public: r.cache_scope.as_deref() == Some("public"),
@@ -488,22 +532,56 @@ mod tests {
             r#"{"tools":[{"name":"a"}],"nextCursor":"","ttlMs":-5,"cacheScope":"public"}"#
                 .to_owned(),
         );
-        let page = parse_tools_page(&raw).ok();
+        let page = parse_tools_page(&raw, None).ok();
         assert_eq!(
             page,
             Some(ToolsPage {
-                tools: vec![serde_json::json!({"name":"a"})],
+                tools: Arc::new(vec![serde_json::json!({"name":"a"})]),
                 next_cursor: Some(String::new()),
                 ttl_ms: Some(0),
                 cache_public: true,
             })
         );
         let legacy = envelope::raw_string(r#"{"tools":[]}"#.to_owned());
-        let page = parse_tools_page(&legacy).ok();
+        let page = parse_tools_page(&legacy, None).ok();
         assert_eq!(
             page.map(|p| (p.ttl_ms, p.cache_public)),
             Some((None, false))
         );
-        assert!(parse_tools_page(&envelope::raw_string("{}".to_owned())).is_err());
+        assert!(parse_tools_page(&envelope::raw_string("{}".to_owned()), None).is_err());
+        let not_array = envelope::raw_string(r#"{"tools":{"name":"a"}}"#.to_owned());
+        assert!(parse_tools_page(&not_array, None).is_err());
+    }
+
+    #[test]
+    fn an_unchanged_first_page_is_handed_back_not_parsed_again() {
+        let memo = std::sync::Mutex::new(None);
+        let page = |text: &str| {
+            let raw = envelope::raw_string(text.to_owned());
+            parse_tools_page(&raw, Some(&memo)).expect("page")
+        };
+        let first = page(r#"{"tools":[{"name":"a"}],"ttlMs":1000}"#);
+        // Same tools bytes (other members may differ): the same list.
+        let again = page(r#"{"tools":[{"name":"a"}],"ttlMs":0,"cacheScope":"public"}"#);
+        assert!(Arc::ptr_eq(&first.tools, &again.tools));
+        assert_eq!((again.ttl_ms, again.cache_public), (Some(0), true));
+        // Different bytes, even for an equal list: parsed, and remembered.
+        let spaced = page(r#"{"tools":[ {"name":"a"} ]}"#);
+        assert!(!Arc::ptr_eq(&first.tools, &spaced.tools));
+        assert_eq!(*spaced.tools, *first.tools);
+        let changed = page(r#"{"tools":[{"name":"b"}]}"#);
+        assert_eq!(*changed.tools, vec![serde_json::json!({"name":"b"})]);
+        let back = page(r#"{"tools":[{"name":"b"}]}"#);
+        assert!(Arc::ptr_eq(&changed.tools, &back.tools));
+        // A broken page does not replace what was remembered.
+        assert!(page_err(&memo, r#"{"tools":[{"name":"b"},]}"#));
+        assert!(Arc::ptr_eq(
+            &page(r#"{"tools":[{"name":"b"}]}"#).tools,
+            &back.tools
+        ));
+    }
+
+    fn page_err(memo: &std::sync::Mutex<Option<ToolsMemo>>, text: &str) -> bool {
+        parse_tools_page(&envelope::raw_string(text.to_owned()), Some(memo)).is_err()
     }
 }

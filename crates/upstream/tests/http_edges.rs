@@ -95,7 +95,7 @@ async fn a_modern_upstream_replaced_by_a_legacy_one_is_re_probed() {
         "{err:?}"
     );
     let page = up.list_tools_page(None).await.expect("after re-probe");
-    assert_eq!(page.tools, vec![json!({"name":"old"})]);
+    assert_eq!(*page.tools, vec![json!({"name":"old"})]);
     assert_eq!(
         up.era().await.expect("era"),
         Era::Legacy {

@@ -256,7 +256,7 @@ async fn list_tools_page_reads_cursor_and_cache_hints() {
     assert_eq!(p1.next_cursor.as_deref(), Some("p2"));
     assert_eq!((p1.ttl_ms, p1.cache_public), (Some(60000), true));
     let p2 = up.list_tools_page(p1.next_cursor).await.expect("page 2");
-    assert_eq!(p2.tools, vec![json!({"name":"b"})]);
+    assert_eq!(*p2.tools, vec![json!({"name":"b"})]);
     assert_eq!(p2.next_cursor, None);
     let ids: Vec<_> = fake.calls("tools/list").iter().map(|r| r.id()).collect();
     assert_ne!(ids[0], ids[1], "every request gets a fresh id");
