@@ -132,7 +132,7 @@ impl Breaker {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock(&self.state)
     }
 
     /// `None` while open (or while another request is probing).

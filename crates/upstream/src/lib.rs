@@ -176,6 +176,12 @@ struct ToolsMemo {
     tools: Arc<Vec<serde_json::Value>>,
 }
 
+/// A mutex's guard even if a holder panicked: nothing this crate guards is
+/// left half-updated by a panic, and its tables must stay usable.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Pause before the one retry of a request that never left Junction: long
 /// enough for a respawned child or a restarted listener, short next to any deadline.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
@@ -416,7 +422,7 @@ fn parse_tools_page(
     let r: ListToolsResult<'_> = serde_json::from_str(raw.get()).map_err(bad)?;
     let text = r.tools.get();
     let remembered = memo.and_then(|m| {
-        let m = m.lock().unwrap_or_else(|p| p.into_inner());
+        let m = lock(m);
         m.as_ref()
             .filter(|m| *m.raw == *text)
             .map(|m| m.tools.clone())
@@ -427,7 +433,7 @@ fn parse_tools_page(
             let tools: Arc<Vec<serde_json::Value>> =
                 Arc::new(serde_json::from_str(text).map_err(bad)?);
             if let Some(m) = memo {
-                *m.lock().unwrap_or_else(|p| p.into_inner()) = Some(ToolsMemo {
+                *lock(m) = Some(ToolsMemo {
                     raw: text.into(),
                     tools: tools.clone(),
                 });

@@ -43,8 +43,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::wire::{self, Answer, Responder};
-use super::{lock, HttpTransport, Ready};
+use super::{HttpTransport, Ready};
 use crate::era::EraPref;
+use crate::lock;
 use crate::stream::{Bridged, Inner, ServerRequest};
 use crate::{UpstreamError, UpstreamRequest};
 
@@ -155,12 +156,12 @@ impl Side {
     }
 
     fn backing_off(&self) -> bool {
-        let retry_at = self.retry_at.lock().unwrap_or_else(|e| e.into_inner());
+        let retry_at = lock(&self.retry_at);
         retry_at.is_some_and(|t| Instant::now() < t)
     }
 
     fn failed(&self) {
-        let mut retry_at = self.retry_at.lock().unwrap_or_else(|e| e.into_inner());
+        let mut retry_at = lock(&self.retry_at);
         *retry_at = Some(Instant::now() + SIDE_RETRY);
     }
 }

@@ -24,11 +24,6 @@ pub(crate) use dual::Strays;
 use wire::{Answer, Wire};
 pub(crate) use wire::{Responder, SseBody};
 
-/// A mutex's guard even if a holder panicked (the guarded tables stay usable).
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 

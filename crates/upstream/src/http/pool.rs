@@ -36,7 +36,7 @@ use hyper_util::rt::TokioExecutor;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::lock;
+use crate::lock;
 use crate::UpstreamError;
 
 pub(crate) type ReqBody = Full<Bytes>;

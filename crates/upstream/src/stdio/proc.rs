@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::envelope::{self, Incoming};
 use crate::stream::{is_bridgeable, Bridged, Item, ServerRequest};
-use crate::{UpstreamError, UpstreamEvent};
+use crate::{lock, UpstreamError, UpstreamEvent};
 use junction_protocol::jsonrpc::{Id, RpcError};
 
 const MAX_STDERR_LINE: usize = 8 * 1024;
@@ -76,10 +76,6 @@ impl StdioRx {
             }
         }
     }
-}
-
-fn lock(m: &Mutex<RoutesInner>) -> std::sync::MutexGuard<'_, RoutesInner> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Proc {
@@ -202,7 +198,7 @@ impl Proc {
     /// Close stdin, wait up to `grace`, then kill.
     pub(crate) async fn stop(&self, grace: std::time::Duration) {
         self.close_stdin.cancel();
-        let child = self.child.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let child = lock(&self.child).take();
         let Some(mut child) = child else { return };
         match tokio::time::timeout(grace, child.wait()).await {
             Ok(status) => {
