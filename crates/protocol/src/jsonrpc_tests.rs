@@ -254,4 +254,29 @@ proptest! {
             }
         }
     }
+
+    /// The builders copy plain strings between quotes instead of running
+    /// serde_json's writer; the bytes must be exactly serde_json's, for plain
+    /// strings and for those with quotes, backslashes and control characters.
+    #[test]
+    fn builders_write_strings_and_ids_as_serde_json_does(
+        s in prop_oneof![any::<String>(), r#"[a-z"\\\x00-\x1f\x7f/é]{0,12}"#],
+        n in any::<i64>(),
+    ) {
+        let quoted = serde_json::to_string(&s).unwrap_or_default();
+        let mut obj = Vec::new();
+        write_object(&mut obj, [(s.as_str(), "1")]);
+        prop_assert_eq!(String::from_utf8_lossy(&obj), format!("{{{quoted}:1}}"));
+        for id in [Id::Str(s.clone()), Id::Num(n)] {
+            let id_json = serde_json::to_string(&id).unwrap_or_default();
+            let bytes = request_bytes(&id, &s, &raw("{}"));
+            let want = format!(r#"{{"jsonrpc":"2.0","id":{id_json},"method":{quoted},"params":{{}}}}"#);
+            prop_assert_eq!(String::from_utf8_lossy(&bytes), want);
+            let result = result_bytes(&id, &raw("2"));
+            prop_assert_eq!(
+                String::from_utf8_lossy(&result),
+                format!(r#"{{"jsonrpc":"2.0","id":{id_json},"result":2}}"#)
+            );
+        }
+    }
 }
