@@ -152,16 +152,44 @@ async fn health_readiness_and_metrics() {
     assert_eq!(get(&gw.url("/healthz")).await.0, 200);
     assert!(eventually(|| async { get(&gw.url("/readyz")).await.0 == 200 }).await);
     let c = TestClient::modern(&gw.url("/mcp"));
+    // Twice: the second call counts through the series the first one kept.
+    c.call_tool("up__echo", json!({})).await;
     c.call_tool("up__echo", json!({})).await;
     let (status, scrape) = get(&gw.url("/metrics")).await;
     assert_eq!(status, 200);
-    assert!(
+    for (series, want) in [
+        (
+            "junction_tool_calls_total{outcome=\"ok\",tool=\"up__echo\",upstream=\"up\"}",
+            2.0,
+        ),
+        (
+            "junction_requests_total{method=\"tools/call\",outcome=\"ok\",route=\"/mcp\"}",
+            2.0,
+        ),
+        (
+            "junction_request_duration_seconds_count{method=\"tools/call\",route=\"/mcp\"}",
+            2.0,
+        ),
+        (
+            "junction_upstream_requests_total{method=\"tools/call\",outcome=\"ok\",upstream=\"up\"}",
+            2.0,
+        ),
+        (
+            "junction_upstream_request_duration_seconds_count{method=\"tools/call\",upstream=\"up\"}",
+            2.0,
+        ),
+        ("junction_open_streams{kind=\"call\"}", 0.0),
+    ] {
+        assert_eq!(metric(&scrape, series), Some(want), "{series}\n{scrape}");
+    }
+    let lookups = ["hit", "miss"].map(|r| {
         metric(
             &scrape,
-            "junction_tool_calls_total{outcome=\"ok\",tool=\"up__echo\",upstream=\"up\"}"
-        ) == Some(1.0),
-        "{scrape}"
-    );
+            &format!("junction_catalog_lookups_total{{result=\"{r}\"}}"),
+        )
+        .unwrap_or(0.0)
+    });
+    assert!(lookups[0] + lookups[1] >= 2.0, "{scrape}");
     assert_eq!(
         metric(&scrape, "junction_upstream_up{upstream=\"up\"}"),
         Some(1.0)

@@ -283,7 +283,7 @@ pub(crate) async fn forward(
         stash: None,
         rounds: 0,
     };
-    let open = metrics.open_streams.with_label_values(&["call"]);
+    let open = metrics.open_call_streams().clone();
     let mut driver = match bridge::resume(cx, &params, driver).await? {
         Resumed::NotHeld(d) => d,
         // Boxed: rare, and inline it would grow every call's future.

@@ -51,9 +51,22 @@ impl Cx<'_> {
         })
     }
 
-    pub fn header(&self, name: &str) -> Option<&str> {
+    /// A request header's value as text. Pass a [`names`] constant on the
+    /// hot path: a `&str` is parsed and validated as a header name on every
+    /// lookup.
+    pub fn header(&self, name: impl http::header::AsHeaderName) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
+}
+
+/// The MCP header names looked up on every request, parsed once.
+pub mod names {
+    use http::HeaderName;
+
+    pub const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+    pub const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+    pub const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+    pub const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 }
 
 pub async fn handle(
@@ -89,12 +102,23 @@ pub async fn handle(
         "error"
     };
     let m = &state.metrics;
-    m.requests_total
-        .with_label_values(&[&route.path, method_label, outcome])
-        .inc();
-    m.request_duration_seconds
-        .with_label_values(&[&route.path, method_label])
-        .observe(started.elapsed().as_secs_f64());
+    let secs = started.elapsed().as_secs_f64();
+    let series = || {
+        (
+            m.requests_total
+                .with_label_values(&[&route.path, method_label, outcome]),
+            m.request_duration_seconds
+                .with_label_values(&[&route.path, method_label]),
+        )
+    };
+    match METHOD_LABELS.iter().position(|l| *l == method_label) {
+        Some(i) if outcome == "ok" => route.ok_series[i].observe(secs, series),
+        _ => {
+            let (count, duration) = series();
+            count.inc();
+            duration.observe(secs);
+        }
+    }
     response
 }
 
@@ -270,12 +294,12 @@ fn limited_once_routed(method: &str) -> bool {
 /// handshake-era `MCP-Protocol-Version`. Everything else must be a valid modern
 /// request (and gets the modern errors when it is not).
 fn is_legacy_request(cx: &Cx<'_>, method: &str) -> bool {
-    match cx.header("mcp-protocol-version") {
+    match cx.header(names::MCP_PROTOCOL_VERSION) {
         // A modern header means a modern request, even for `initialize` (which
         // then gets the modern 404 + -32601: the method was removed).
         Some(v) if v == version::MODERN => false,
         Some(v) if version::is_legacy(v) => true,
-        _ => method == "initialize" || cx.headers.contains_key("mcp-session-id"),
+        _ => method == "initialize" || cx.headers.contains_key(names::MCP_SESSION_ID),
     }
 }
 
@@ -299,23 +323,29 @@ async fn read_body(body: Incoming, max: usize) -> Result<Bytes, GatewayError> {
 
 /// Bounded metric label for a method name.
 pub fn method_label(method: &str) -> &'static str {
-    match method {
-        "initialize" => "initialize",
-        "ping" => "ping",
-        "server/discover" => "server/discover",
-        "tools/list" => "tools/list",
-        "tools/call" => "tools/call",
-        "prompts/list" => "prompts/list",
-        "prompts/get" => "prompts/get",
-        "resources/list" => "resources/list",
-        "resources/read" => "resources/read",
-        "resources/templates/list" => "resources/templates/list",
-        "subscriptions/listen" => "subscriptions/listen",
-        "completion/complete" => "completion/complete",
-        "logging/setLevel" => "logging/setLevel",
-        _ => "other",
-    }
+    METHOD_LABELS
+        .iter()
+        .find(|l| **l == method)
+        .copied()
+        .unwrap_or("other")
 }
+
+/// The methods that are their own `method` label; any other is `other`.
+pub const METHOD_LABELS: [&str; 13] = [
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "subscriptions/listen",
+    "completion/complete",
+    "logging/setLevel",
+];
 
 /// A string member of params: absent is Ok(None), any other type is an error.
 pub fn param_str(params: Option<&RawParams>, key: &str) -> Result<Option<String>, GatewayError> {

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use crate::error::GatewayError;
 use crate::logging::Level;
-use crate::mcp::{param_str, Cx};
+use crate::mcp::{names, param_str, Cx};
 use crate::response::{self, Body};
 use crate::tools::{self, ClientSide};
 use crate::{prompts, resources};
@@ -128,7 +128,7 @@ fn validate_meta_and_headers(
     };
     // The header is compared first: a mismatch is -32020 even when the body's
     // version is also unknown; only an agreeing, unsupported version is -32022.
-    match cx.header("mcp-protocol-version") {
+    match cx.header(names::MCP_PROTOCOL_VERSION) {
         None => {
             return Err(GatewayError::HeaderMismatch(
                 "MCP-Protocol-Version header is required".into(),
@@ -147,7 +147,7 @@ fn validate_meta_and_headers(
             supported: supported_versions(),
         });
     }
-    match cx.header("mcp-method") {
+    match cx.header(names::MCP_METHOD) {
         None => {
             return Err(GatewayError::HeaderMismatch(
                 "Mcp-Method header is required".into(),
@@ -167,7 +167,7 @@ fn validate_meta_and_headers(
     };
     if let Some(key) = name_key {
         let body = param_str(params, key)?;
-        let header = cx.header("mcp-name");
+        let header = cx.header(names::MCP_NAME);
         match (header, body) {
             (None, _) => {
                 return Err(GatewayError::HeaderMismatch(

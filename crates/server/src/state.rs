@@ -13,7 +13,7 @@ use junction_catalog::{
 };
 use junction_config::{Config, ProtocolPref, RouteConfig, Transport, UpstreamConfig};
 use junction_protocol::seal::Sealer;
-use junction_telemetry::Metrics;
+use junction_telemetry::{Metrics, OkSeries};
 use junction_upstream::{EraPref, TransportSpec, Upstream, UpstreamSpec};
 
 /// Failure to turn a valid config into a running state (bad credentials file,
@@ -48,6 +48,8 @@ pub struct UpstreamEntry {
     pub source: Arc<dyn ToolSource>,
     pub list_ttl: Duration,
     pub is_http: bool,
+    /// This upstream's `tools/call` request series with outcome `ok`.
+    pub call_ok: Arc<OkSeries>,
 }
 
 /// Fingerprint of a merge's inputs (generation, status per upstream) and its result.
@@ -67,6 +69,9 @@ pub struct RouteState {
     /// lists runs out. Checked first, so a warm request costs one atomic load,
     /// one clock read and this lock instead of a cache lookup per upstream.
     pub warm: Mutex<Option<WarmMemo>>,
+    /// `requests_total` / `request_duration_seconds` with outcome `ok`, one
+    /// per method label (`mcp::METHOD_LABELS`).
+    pub ok_series: [OkSeries; crate::mcp::METHOD_LABELS.len()],
 }
 
 /// (`ToolCache::changes` when built, valid until, the catalog).
@@ -168,6 +173,7 @@ impl State {
                         source: old.source.clone(),
                         list_ttl: old.list_ttl,
                         is_http: old.is_http,
+                        call_ok: old.call_ok.clone(),
                     },
                 );
                 continue;
@@ -189,6 +195,7 @@ impl State {
                     source,
                     list_ttl: u.list_ttl,
                     is_http,
+                    call_ok: Default::default(),
                 },
             );
         }
@@ -305,6 +312,7 @@ fn route_state(r: &RouteConfig, config: &Config) -> Result<RouteState, String> {
         filter,
         merged: Mutex::new(None),
         warm: Mutex::new(None),
+        ok_series: Default::default(),
     })
 }
 

@@ -169,14 +169,14 @@ pub async fn route_catalog(cx: &Cx<'_>) -> Arc<Catalog> {
     if let Ok(memo) = cx.route.merged.lock() {
         if let Some((fp, catalog)) = memo.as_ref() {
             if *fp == fingerprint {
-                count_lookup(cx, "hit");
+                count_lookup(cx, true);
                 let catalog = catalog.clone();
                 remember_warm(cx, changes, &entries, &catalog);
                 return catalog;
             }
         }
     }
-    count_lookup(cx, "miss");
+    count_lookup(cx, false);
     for l in &lists {
         let healthy = state
             .upstreams
@@ -234,18 +234,14 @@ fn warm_catalog(cx: &Cx<'_>, changes: u64) -> Option<Arc<Catalog>> {
     }
     let catalog = catalog.clone();
     drop(warm);
-    count_lookup(cx, "hit");
+    count_lookup(cx, true);
     Some(catalog)
 }
 
 /// `catalog_lookups_total{result}`: `hit` when a memo served the catalog,
 /// `miss` when it was merged.
-fn count_lookup(cx: &Cx<'_>, result: &str) {
-    cx.state
-        .metrics
-        .catalog_lookups_total
-        .with_label_values(&[result])
-        .inc();
+fn count_lookup(cx: &Cx<'_>, hit: bool) {
+    cx.state.metrics.catalog_lookup(hit).inc();
 }
 
 /// Keeps `catalog` as the warm answer when every list it came from is fresh:
@@ -475,12 +471,13 @@ pub async fn call(
     let upstream_id = &tool.upstream;
     let started = std::time::Instant::now();
     let record: Box<dyn FnOnce(&str) + Send> = {
-        let (m, u, t) = (
+        let (m, ok, u, t) = (
             cx.state.metrics.clone(),
+            upstream.call_ok.clone(),
             tool.upstream.clone(),
             tool.exposed.clone(),
         );
-        Box::new(move |o: &str| record_call(&m, &u, &t, o, started))
+        Box::new(move |o: &str| record_call(&m, &ok, &u, &t, o, started))
     };
     let driver = bridge::Driver {
         stream: None,
@@ -505,7 +502,7 @@ pub async fn call(
         stash: None,
         rounds: 0,
     };
-    let open = cx.state.metrics.open_streams.with_label_values(&["call"]);
+    let open = cx.state.metrics.open_call_streams().clone();
     // A retry that answers a call Junction holds continues that call.
     let mut driver = match bridge::resume(cx, &params, driver).await? {
         Resumed::NotHeld(d) => d,
@@ -655,8 +652,11 @@ pub async fn route_catalog_for(state: &crate::state::State, path: &str) -> Optio
     Some(route_catalog(&cx).await)
 }
 
+/// `upstream_ok`: the upstream's `tools/call` series with outcome `ok`, kept
+/// on its [`UpstreamEntry`](crate::state::UpstreamEntry).
 fn record_call(
     m: &junction_telemetry::Metrics,
+    upstream_ok: &junction_telemetry::OkSeries,
     upstream: &str,
     tool: &str,
     outcome: &str,
@@ -667,15 +667,24 @@ fn record_call(
     m.tool_calls_total
         .with_label_values(&[upstream, tool, outcome])
         .inc();
-    m.upstream_requests_total
-        .with_label_values(&[upstream, "tools/call", outcome])
-        .inc();
     m.tool_call_duration_seconds
         .with_label_values(&[upstream, tool])
         .observe(secs);
-    m.upstream_request_duration_seconds
-        .with_label_values(&[upstream, "tools/call"])
-        .observe(secs);
+    let upstream_series = || {
+        (
+            m.upstream_requests_total
+                .with_label_values(&[upstream, "tools/call", outcome]),
+            m.upstream_request_duration_seconds
+                .with_label_values(&[upstream, "tools/call"]),
+        )
+    };
+    if outcome == "ok" {
+        upstream_ok.observe(secs, upstream_series);
+    } else {
+        let (count, duration) = upstream_series();
+        count.inc();
+        duration.observe(secs);
+    }
 }
 
 #[cfg(test)]

@@ -3,13 +3,47 @@
 //! sets are decided in one file. Labels are bounded: config names, methods and
 //! outcomes only; never ids, arguments or error text.
 
+use std::sync::OnceLock;
+
 use prometheus::{
-    HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry,
 };
 
-/// The gateway's metric families (DESIGN §7). Cloning is cheap (Arc inside).
+/// The gateway's metric families (DESIGN §7), shared: a clone is one
+/// reference count, not one per family (a tool call keeps a clone to record
+/// its outcome when it ends).
 #[derive(Clone)]
-pub struct Metrics {
+pub struct Metrics(std::sync::Arc<MetricFamilies>);
+
+impl std::ops::Deref for Metrics {
+    type Target = MetricFamilies;
+
+    fn deref(&self) -> &MetricFamilies {
+        &self.0
+    }
+}
+
+/// A request counter and its duration histogram for one fixed label set with
+/// outcome `ok`, looked up in their vecs on first use and then kept: the hot
+/// path pays one `OnceLock` read instead of hashing its label values into each
+/// vec's map on every request. Sound because children are never removed from
+/// the vecs (no `remove_label_values` anywhere), so a kept child is the one a
+/// scrape reads; series appear on first use, as before.
+#[derive(Default)]
+pub struct OkSeries(OnceLock<(IntCounter, Histogram)>);
+
+impl OkSeries {
+    /// Counts one `ok` request taking `secs`; `children` looks the pair up the
+    /// first time.
+    pub fn observe(&self, secs: f64, children: impl FnOnce() -> (IntCounter, Histogram)) {
+        let (count, duration) = self.0.get_or_init(children);
+        count.inc();
+        duration.observe(secs);
+    }
+}
+
+pub struct MetricFamilies {
     pub requests_total: IntCounterVec,
     pub request_duration_seconds: HistogramVec,
     pub tool_calls_total: IntCounterVec,
@@ -28,6 +62,30 @@ pub struct Metrics {
     pub open_streams: IntGaugeVec,
     /// Which exposed tool names may be used as a `tool` label (bounded).
     pub tool_labels: ToolLabels,
+    /// `open_streams{kind="call"}` and `catalog_lookups_total{result=hit|miss}`,
+    /// kept once looked up (every tool call touches them).
+    open_call_streams: OnceLock<IntGauge>,
+    catalog_hits: OnceLock<IntCounter>,
+    catalog_misses: OnceLock<IntCounter>,
+}
+
+impl MetricFamilies {
+    /// `open_streams{kind="call"}`.
+    pub fn open_call_streams(&self) -> &IntGauge {
+        self.open_call_streams
+            .get_or_init(|| self.open_streams.with_label_values(&["call"]))
+    }
+
+    /// `catalog_lookups_total{result="hit"}` (a memo served the catalog) or
+    /// `{result="miss"}` (it was merged).
+    pub fn catalog_lookup(&self, hit: bool) -> &IntCounter {
+        let (slot, result) = if hit {
+            (&self.catalog_hits, "hit")
+        } else {
+            (&self.catalog_misses, "miss")
+        };
+        slot.get_or_init(|| self.catalog_lookups_total.with_label_values(&[result]))
+    }
 }
 
 /// At most `cap` distinct tool names become label values; every later one is
@@ -82,7 +140,7 @@ fn histogram(name: &str, help: &str, labels: &[&str]) -> Result<HistogramVec, pr
 
 impl Metrics {
     pub fn new(registry: &Registry) -> Result<Metrics, prometheus::Error> {
-        let m = Metrics {
+        let m = MetricFamilies {
             requests_total: IntCounterVec::new(
                 Opts::new(
                     "junction_requests_total",
@@ -179,6 +237,9 @@ impl Metrics {
                 &["kind"],
             )?,
             tool_labels: ToolLabels::new(ToolLabels::DEFAULT_CAP),
+            open_call_streams: OnceLock::new(),
+            catalog_hits: OnceLock::new(),
+            catalog_misses: OnceLock::new(),
         };
         m.config_last_reload_success.set(1);
         registry.register(Box::new(m.requests_total.clone()))?;
@@ -197,7 +258,7 @@ impl Metrics {
         registry.register(Box::new(m.config_reloads_total.clone()))?;
         registry.register(Box::new(m.config_last_reload_success.clone()))?;
         registry.register(Box::new(m.open_streams.clone()))?;
-        Ok(m)
+        Ok(Metrics(std::sync::Arc::new(m)))
     }
 }
 
