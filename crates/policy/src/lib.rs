@@ -23,6 +23,7 @@ pub use auth::{AuthError, Authenticator, Principal};
 pub use authz::Authorizer;
 pub use headers::{
     check_header_limits, check_origin, forwardable_headers, is_never_forwarded, EdgeError,
+    ForwardList,
 };
 pub use rate::{RateKeyParts, RateLimited, RateLimiter};
 

@@ -89,6 +89,8 @@ pub struct State {
     pub rate_limiter: Option<junction_policy::RateLimiter>,
     /// Open change streams; carried over by every reload.
     pub hub: Arc<crate::notify::Hub>,
+    /// `headers.forward`, parsed.
+    pub forward: junction_policy::ForwardList,
 }
 
 pub struct Auth {
@@ -262,6 +264,7 @@ impl State {
         };
         let hub = previous.map_or_else(crate::notify::Hub::new, |p| p.hub.clone());
         Ok(State {
+            forward: junction_policy::ForwardList::new(&config.headers.forward),
             config,
             upstreams,
             routes,

@@ -101,10 +101,7 @@ impl ClientSide {
                 }
             },
             param_headers: Vec::new(),
-            forward_headers: junction_policy::forwardable_headers(
-                cx.headers,
-                &cx.state.config.headers.forward,
-            ),
+            forward_headers: junction_policy::forwardable_headers(cx.headers, &cx.state.forward),
             timeout: None,
             handshake_client: !self.is_modern(),
         }
