@@ -22,10 +22,6 @@ use crate::tools;
 
 const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The client's address, attached to every request it sends.
-#[derive(Clone, Copy, Debug)]
-pub struct Peer(pub std::net::SocketAddr);
-
 /// What the listener serves: the current state (swapped whole on reload) and the
 /// metrics registry made in `main`.
 pub struct Shared {
@@ -91,8 +87,9 @@ type RouteFuture = std::pin::Pin<
     Box<dyn Future<Output = Result<Response<Body>, std::convert::Infallible>> + Send>,
 >;
 
-/// The service of one connection: every request goes to `route`, tagged with
-/// the client's address.
+/// The service of one connection: every request goes to `route` with the
+/// client's address (an argument, not a request extension: inserting one
+/// allocates the extension map and the value on every request).
 #[derive(Clone)]
 struct Service {
     shared: Arc<Shared>,
@@ -104,13 +101,12 @@ impl hyper::service::Service<Request<Incoming>> for Service {
     type Error = std::convert::Infallible;
     type Future = RouteFuture;
 
-    fn call(&self, mut req: Request<Incoming>) -> RouteFuture {
-        req.extensions_mut().insert(Peer(self.peer));
+    fn call(&self, req: Request<Incoming>) -> RouteFuture {
         // Boxed: hyper keeps a slot the size of this future in every
         // connection for its whole life; the request's state machine (many
         // KiB) only lives while a request is in flight.
-        let shared = self.shared.clone();
-        Box::pin(async move { Ok(route(shared, req).await) })
+        let (shared, peer) = (self.shared.clone(), self.peer);
+        Box::pin(async move { Ok(route(shared, req, peer).await) })
     }
 }
 
@@ -209,7 +205,11 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
     }
 }
 
-async fn route(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
+async fn route(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    peer: std::net::SocketAddr,
+) -> Response<Body> {
     let state = shared.state.load_full();
     let path = req.uri().path();
     match path {
@@ -225,7 +225,7 @@ async fn route(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         }
         p if p.starts_with(WELL_KNOWN) => protected_resource(&state, &p[WELL_KNOWN.len()..]),
         _ => match state.routes.get(path).cloned() {
-            Some(route) => mcp::handle(state, route, req).await,
+            Some(route) => mcp::handle(state, route, req, peer).await,
             None => response::text(StatusCode::NOT_FOUND, "no MCP route at this path\n"),
         },
     }

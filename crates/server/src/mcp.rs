@@ -73,14 +73,13 @@ pub async fn handle(
     state: Arc<State>,
     route: Arc<RouteState>,
     req: Request<Incoming>,
+    peer: std::net::SocketAddr,
 ) -> Response<Body> {
     let started = Instant::now();
     state.hub.attach(&state);
     let (parts, body) = req.into_parts();
     let mut cx = Cx::new(&state, &route, &parts.headers);
-    if let Some(peer) = parts.extensions.get::<crate::listener::Peer>() {
-        cx.client_ip = Some(peer.0.ip());
-    }
+    cx.client_ip = Some(peer.ip());
     let outcome = match edge(&cx) {
         Err(e) => Err(e),
         Ok(()) => match authenticate(&mut cx, parts.uri.query()).await {
