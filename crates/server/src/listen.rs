@@ -200,6 +200,7 @@ pub async fn legacy_subscription(
 ) -> Result<Response<Body>, GatewayError> {
     let (_, session) = session_of(cx)?;
     let uri = param_str(params, "uri")?
+        .map(|s| s.into_owned())
         .ok_or_else(|| GatewayError::InvalidParams("params.uri is required".into()))?;
     let key = (cx.route.path.clone(), session);
     let hub = &cx.state.hub;

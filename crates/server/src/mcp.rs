@@ -3,6 +3,7 @@
 //! order of DESIGN §4: limits, (authentication and authorization: policy issue),
 //! headers, route, upstream.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -347,11 +348,46 @@ pub const METHOD_LABELS: [&str; 13] = [
 ];
 
 /// A string member of params: absent is Ok(None), any other type is an error.
-pub fn param_str(params: Option<&RawParams>, key: &str) -> Result<Option<String>, GatewayError> {
+/// Borrowed from the params' text unless it has escapes to decode.
+pub fn param_str<'a>(
+    params: Option<&'a RawParams>,
+    key: &str,
+) -> Result<Option<Cow<'a, str>>, GatewayError> {
     let Some(raw) = params.and_then(|p| p.get(key)) else {
         return Ok(None);
     };
+    if let Ok(s) = serde_json::from_str::<&str>(raw.get()) {
+        return Ok(Some(Cow::Borrowed(s)));
+    }
     serde_json::from_str::<String>(raw.get())
-        .map(Some)
+        .map(|s| Some(Cow::Owned(s)))
         .map_err(|_| GatewayError::InvalidParams(format!("params.{key} must be a string")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn param_str_borrows_plain_strings_and_decodes_escaped_ones() {
+        let params: RawParams = serde_json::from_str(
+            r#"{"plain":"get_weather","escaped":"caf\u00e9 \"x\"","num":1,"null":null}"#,
+        )
+        .unwrap_or_default();
+        let plain = param_str(Some(&params), "plain");
+        assert!(matches!(plain, Ok(Some(Cow::Borrowed("get_weather")))));
+        let escaped = param_str(Some(&params), "escaped");
+        assert!(matches!(escaped, Ok(Some(Cow::Owned(ref s))) if s == "café \"x\""));
+        assert!(matches!(param_str(Some(&params), "absent"), Ok(None)));
+        assert!(matches!(param_str(None, "plain"), Ok(None)));
+        for bad in ["num", "null"] {
+            assert!(
+                matches!(
+                    param_str(Some(&params), bad),
+                    Err(GatewayError::InvalidParams(_))
+                ),
+                "{bad}"
+            );
+        }
+    }
 }

@@ -82,6 +82,7 @@ pub async fn get(
 ) -> Result<Response<Body>, GatewayError> {
     let mut params = params.unwrap_or_default();
     let exposed = param_str(Some(&params), "name")?
+        .map(|s| s.into_owned())
         .ok_or_else(|| GatewayError::InvalidParams("prompts/get needs params.name".into()))?;
     let (upstream, original) = resolve(cx, &exposed)
         .ok_or_else(|| GatewayError::InvalidParams(format!("unknown prompt: {exposed}")))?;

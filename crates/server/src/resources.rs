@@ -263,6 +263,7 @@ pub async fn read(
 ) -> Result<Response<Body>, GatewayError> {
     let params = params.unwrap_or_default();
     let uri = param_str(Some(&params), "uri")?
+        .map(|s| s.into_owned())
         .ok_or_else(|| GatewayError::InvalidParams("resources/read needs params.uri".into()))?;
     let (upstream, own) = owner(cx, &uri).await.ok_or_else(|| {
         GatewayError::InvalidParams(format!(
