@@ -6,6 +6,8 @@
 //! case-insensitively, to be conservative) is always encoded, so decoding a
 //! sentinel is never ambiguous.
 
+use std::borrow::Cow;
+
 use base64::alphabet;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use base64::engine::DecodePaddingMode;
@@ -54,28 +56,31 @@ pub fn is_plain_safe(s: &str) -> bool {
         && !looks_like_sentinel(s)
 }
 
-/// Encode for a header: plain when safe, else the base64 sentinel (always ASCII).
-pub fn encode(s: &str) -> String {
+/// Encode for a header: plain when safe (borrowed: the usual tool name needs
+/// no copy), else the base64 sentinel (always ASCII).
+pub fn encode(s: &str) -> Cow<'_, str> {
     if is_plain_safe(s) {
-        s.to_owned()
+        Cow::Borrowed(s)
     } else {
-        format!("{PREFIX}{}{SUFFIX}", STANDARD.encode(s.as_bytes()))
+        Cow::Owned(format!("{PREFIX}{}{SUFFIX}", STANDARD.encode(s.as_bytes())))
     }
 }
 
 /// Decode a received header value: a sentinel is base64-decoded; a plain value
-/// must consist only of visible ASCII, space and tab.
-pub fn decode(s: &str) -> Result<String, HeaderValueError> {
+/// must consist only of visible ASCII, space and tab (and is borrowed).
+pub fn decode(s: &str) -> Result<Cow<'_, str>, HeaderValueError> {
     if s.len() >= PREFIX.len() + SUFFIX.len() && s.starts_with(PREFIX) && s.ends_with(SUFFIX) {
         let inner = &s[PREFIX.len()..s.len() - SUFFIX.len()];
         let bytes = LENIENT
             .decode(inner)
             .map_err(|_| HeaderValueError::BadBase64)?;
-        return String::from_utf8(bytes).map_err(|_| HeaderValueError::NotUtf8);
+        return String::from_utf8(bytes)
+            .map(Cow::Owned)
+            .map_err(|_| HeaderValueError::NotUtf8);
     }
     match s.bytes().position(|b| !allowed_byte(b)) {
         Some(at) => Err(HeaderValueError::InvalidCharacter { at }),
-        None => Ok(s.to_owned()),
+        None => Ok(Cow::Borrowed(s)),
     }
 }
 

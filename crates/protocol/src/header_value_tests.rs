@@ -117,12 +117,12 @@ proptest! {
         let e = encode(&s);
         prop_assert!(e.bytes().all(|b| (0x20..=0x7e).contains(&b) || b == b'\t'));
         prop_assert!(is_plain_safe(&e) || e.starts_with("=?base64?"));
-        prop_assert_eq!(decode(&e), Ok(s));
+        prop_assert_eq!(decode(&e).map(|d| d.into_owned()), Ok(s));
     }
 
     #[test]
     fn ascii_round_trip(s in "[ -~\t]{0,40}") {
-        prop_assert_eq!(decode(&encode(&s)), Ok(s));
+        prop_assert_eq!(decode(&encode(&s)).map(|d| d.into_owned()), Ok(s));
     }
 
     #[test]

@@ -270,7 +270,10 @@ pub fn extract(
     let mut out = Vec::with_capacity(params.len());
     for p in params {
         if let Some(v) = lookup(arguments, &p.path) {
-            out.push((p.header.clone(), header_value::encode(&header_text(p, v)?)));
+            out.push((
+                p.header.clone(),
+                header_value::encode(&header_text(p, v)?).into_owned(),
+            ));
         }
     }
     Ok(out)

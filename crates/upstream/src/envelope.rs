@@ -1,6 +1,8 @@
 //! Building the JSON-RPC messages we send and sorting the ones we receive.
 //! Payloads (`arguments`, results) stay raw: we only wrap them.
 
+use std::borrow::Cow;
+
 use junction_protocol::jsonrpc::{self, Id, RawParams, RpcError, ServerMessage};
 use junction_protocol::{meta, version};
 use serde_json::value::RawValue;
@@ -148,13 +150,18 @@ pub(crate) fn answer_server_request(id: &Id, method: &str) -> Vec<u8> {
 }
 
 /// `Mcp-Name` source: `params.name` (tools/call, prompts/get) or `params.uri`.
-pub(crate) fn mcp_name(method: &str, params: &RawParams) -> Option<String> {
+/// Borrowed from the params' text unless the JSON string has escapes.
+pub(crate) fn mcp_name<'a>(method: &str, params: &'a RawParams) -> Option<Cow<'a, str>> {
     let key = match method {
         "tools/call" | "prompts/get" => "name",
         "resources/read" => "uri",
         _ => return None,
     };
-    serde_json::from_str::<String>(params.get(key)?.get()).ok()
+    let text = params.get(key)?.get();
+    match serde_json::from_str::<&str>(text) {
+        Ok(s) => Some(Cow::Borrowed(s)),
+        Err(_) => serde_json::from_str::<String>(text).ok().map(Cow::Owned),
+    }
 }
 
 /// One message from an upstream, sorted by kind.
@@ -287,6 +294,26 @@ mod tests {
         let ours = r(r#""jp-1""#);
         let out = build_params(&RawParams::new(), &fwd, Some(&ours), &Stamp::Legacy);
         assert_eq!(out.get(), r#"{"_meta":{"progressToken":"jp-1"}}"#);
+    }
+
+    #[test]
+    fn mcp_name_is_the_decoded_name_or_uri() {
+        let mut params = RawParams::new();
+        params.insert("name".into(), r(r#""get_weather""#));
+        params.insert("uri".into(), r(r#""file:///caf\u00e9""#));
+        let name = mcp_name("tools/call", &params);
+        assert!(matches!(name, Some(Cow::Borrowed("get_weather"))));
+        assert_eq!(
+            mcp_name("prompts/get", &params).as_deref(),
+            Some("get_weather")
+        );
+        assert_eq!(
+            mcp_name("resources/read", &params).as_deref(),
+            Some("file:///café")
+        );
+        assert_eq!(mcp_name("tools/list", &params), None);
+        params.insert("name".into(), r("7"));
+        assert_eq!(mcp_name("tools/call", &params), None);
     }
 
     #[test]
