@@ -284,7 +284,12 @@ pub(crate) async fn forward(
         rounds: 0,
     };
     let open = metrics.open_call_streams().clone();
-    let mut driver = match bridge::resume(cx, &params, driver).await? {
+    let resumed = if bridge::may_resume(&params) {
+        bridge::resume(cx, &params, driver).await?
+    } else {
+        Resumed::NotHeld(driver)
+    };
+    let mut driver = match resumed {
         Resumed::NotHeld(d) => d,
         // Boxed: rare, and inline it would grow every call's future.
         Resumed::Continue(d) => return Box::pin(bridge::respond(*d, open, record)).await,

@@ -501,7 +501,12 @@ pub async fn call(
     };
     let open = cx.state.metrics.open_call_streams().clone();
     // A retry that answers a call Junction holds continues that call.
-    let mut driver = match bridge::resume(cx, &params, driver).await? {
+    let resumed = if bridge::may_resume(&params) {
+        bridge::resume(cx, &params, driver).await?
+    } else {
+        Resumed::NotHeld(driver)
+    };
+    let mut driver = match resumed {
         Resumed::NotHeld(d) => d,
         // Boxed: rare, and inline it would grow every call's future.
         Resumed::Continue(d) => return Box::pin(bridge::respond(*d, open, record)).await,
