@@ -353,8 +353,6 @@ pub(crate) enum Resumed {
     Answer(Result<(Vec<u8>, &'static str), GatewayError>),
 }
 
-/// If `params.requestState` names a call held here, answer its upstream with
-/// the client's `inputResponses` and hand back the driver to read on.
 /// Whether the request carries a `requestState` that may continue a held call;
 /// without one, [`resume`] has nothing to look at and the call skips it (the
 /// `Driver` is then not moved into and out of its state machine).
@@ -362,6 +360,8 @@ pub(crate) fn may_resume(params: &RawParams) -> bool {
     params.contains_key("requestState")
 }
 
+/// If `params.requestState` names a call held here, answer its upstream with
+/// the client's `inputResponses` and hand back the driver to read on.
 pub(crate) async fn resume(
     cx: &Cx<'_>,
     params: &RawParams,
