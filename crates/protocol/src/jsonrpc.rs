@@ -4,6 +4,7 @@
 //! friends are forwarded byte for byte. The byte builders splice raw parts into
 //! a new envelope instead of re-serializing them.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -45,6 +46,18 @@ impl From<String> for Id {
 impl From<&str> for Id {
     fn from(s: &str) -> Self {
         Id::Str(s.to_owned())
+    }
+}
+
+/// A raw JSON value that is a string, as text: borrowed from the raw text
+/// unless it has escapes to decode; `None` for any other JSON type.
+pub fn raw_str(raw: &RawValue) -> Option<Cow<'_, str>> {
+    match serde_json::from_str::<&str>(raw.get()) {
+        Ok(s) => Some(Cow::Borrowed(s)),
+        // Escapes cannot be borrowed.
+        Err(_) => serde_json::from_str::<String>(raw.get())
+            .ok()
+            .map(Cow::Owned),
     }
 }
 

@@ -356,12 +356,9 @@ pub fn param_str<'a>(
     let Some(raw) = params.and_then(|p| p.get(key)) else {
         return Ok(None);
     };
-    if let Ok(s) = serde_json::from_str::<&str>(raw.get()) {
-        return Ok(Some(Cow::Borrowed(s)));
-    }
-    serde_json::from_str::<String>(raw.get())
-        .map(|s| Some(Cow::Owned(s)))
-        .map_err(|_| GatewayError::InvalidParams(format!("params.{key} must be a string")))
+    junction_protocol::jsonrpc::raw_str(raw)
+        .map(Some)
+        .ok_or_else(|| GatewayError::InvalidParams(format!("params.{key} must be a string")))
 }
 
 #[cfg(test)]

@@ -5,9 +5,8 @@
 
 use http::{Response, StatusCode};
 use junction_protocol::header_value;
-use junction_protocol::jsonrpc::{result_bytes, Id, RawParams};
+use junction_protocol::jsonrpc::{raw_str, result_bytes, Id, RawParams};
 use junction_protocol::{meta, version};
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde_json::value::RawValue;
@@ -71,22 +70,11 @@ pub fn request_meta(params: Option<&RawParams>) -> Result<RequestMeta, GatewayEr
         .map_err(|_| GatewayError::MissingMeta("params._meta must be an object".into()))
 }
 
-/// A `_meta` member that is a JSON string.
-fn meta_str(raw: &RawValue) -> Option<Cow<'_, str>> {
-    match serde_json::from_str::<&str>(raw.get()) {
-        Ok(s) => Some(Cow::Borrowed(s)),
-        // Escapes cannot be borrowed.
-        Err(_) => serde_json::from_str::<String>(raw.get())
-            .ok()
-            .map(Cow::Owned),
-    }
-}
-
 /// `_meta` logLevel: absent, or one of the spec's levels.
 fn log_level(m: &RequestMeta) -> Result<Option<Level>, GatewayError> {
     match m.get(meta::LOG_LEVEL) {
         None => Ok(None),
-        Some(v) => meta_str(v)
+        Some(v) => raw_str(v)
             .and_then(|s| Level::parse(&s))
             .map(Some)
             .ok_or_else(|| {
@@ -109,7 +97,7 @@ fn validate_meta_and_headers(
 ) -> Result<Box<RawValue>, GatewayError> {
     let requested = m
         .get(meta::PROTOCOL_VERSION)
-        .and_then(|v| meta_str(v))
+        .and_then(|v| raw_str(v))
         .ok_or_else(|| {
             GatewayError::MissingMeta(format!(
                 "params._meta[\"{}\"] (a string) is required",

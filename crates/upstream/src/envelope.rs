@@ -157,11 +157,7 @@ pub(crate) fn mcp_name<'a>(method: &str, params: &'a RawParams) -> Option<Cow<'a
         "resources/read" => "uri",
         _ => return None,
     };
-    let text = params.get(key)?.get();
-    match serde_json::from_str::<&str>(text) {
-        Ok(s) => Some(Cow::Borrowed(s)),
-        Err(_) => serde_json::from_str::<String>(text).ok().map(Cow::Owned),
-    }
+    jsonrpc::raw_str(params.get(key)?)
 }
 
 /// One message from an upstream, sorted by kind.
