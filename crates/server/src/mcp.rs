@@ -111,14 +111,12 @@ pub async fn handle(
                 .with_label_values(&[&route.path, method_label]),
         )
     };
-    match METHOD_LABELS.iter().position(|l| *l == method_label) {
-        Some(i) if outcome == "ok" => route.ok_series[i].observe(secs, series),
-        _ => {
-            let (count, duration) = series();
-            count.inc();
-            duration.observe(secs);
-        }
-    }
+    // `other` has the slot after the named methods.
+    let slot = METHOD_LABELS
+        .iter()
+        .position(|l| *l == method_label)
+        .unwrap_or(METHOD_LABELS.len());
+    route.ok_series[slot].observe(outcome == "ok", secs, series);
     response
 }
 

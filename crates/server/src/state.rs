@@ -70,8 +70,8 @@ pub struct RouteState {
     /// one clock read and this lock instead of a cache lookup per upstream.
     pub warm: Mutex<Option<WarmMemo>>,
     /// `requests_total` / `request_duration_seconds` with outcome `ok`, one
-    /// per method label (`mcp::METHOD_LABELS`).
-    pub ok_series: [OkSeries; crate::mcp::METHOD_LABELS.len()],
+    /// per method label (`mcp::METHOD_LABELS`, then `other`).
+    pub ok_series: [OkSeries; crate::mcp::METHOD_LABELS.len() + 1],
 }
 
 /// (`ToolCache::changes` when built, valid until, the catalog).

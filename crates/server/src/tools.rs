@@ -680,13 +680,7 @@ fn record_call(
                 .with_label_values(&[upstream, "tools/call"]),
         )
     };
-    if outcome == "ok" {
-        upstream_ok.observe(secs, upstream_series);
-    } else {
-        let (count, duration) = upstream_series();
-        count.inc();
-        duration.observe(secs);
-    }
+    upstream_ok.observe(outcome == "ok", secs, upstream_series);
 }
 
 #[cfg(test)]

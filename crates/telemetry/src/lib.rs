@@ -34,10 +34,17 @@ impl std::ops::Deref for Metrics {
 pub struct OkSeries(OnceLock<(IntCounter, Histogram)>);
 
 impl OkSeries {
-    /// Counts one `ok` request taking `secs`; `children` looks the pair up the
-    /// first time.
-    pub fn observe(&self, secs: f64, children: impl FnOnce() -> (IntCounter, Histogram)) {
-        let (count, duration) = self.0.get_or_init(children);
+    /// Counts one request taking `secs`. `children` looks the pair up for the
+    /// request's outcome: the first time for `ok` (then kept), every time for
+    /// any other outcome (rare, and not the pair kept here).
+    pub fn observe(&self, ok: bool, secs: f64, children: impl FnOnce() -> (IntCounter, Histogram)) {
+        let looked_up;
+        let (count, duration) = if ok {
+            self.0.get_or_init(children)
+        } else {
+            looked_up = children();
+            &looked_up
+        };
         count.inc();
         duration.observe(secs);
     }
@@ -295,6 +302,41 @@ pub fn init_logging(format: LogFormat, filter: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ok_series_keeps_the_ok_pair_and_looks_others_up_each_time() {
+        let registry = Registry::new();
+        let Ok(m) = Metrics::new(&registry) else {
+            panic!("metrics register");
+        };
+        let series = OkSeries::default();
+        let lookups = std::cell::Cell::new(0);
+        let children = |outcome: &str| {
+            lookups.set(lookups.get() + 1);
+            (
+                m.requests_total
+                    .with_label_values(&["/mcp", "ping", outcome]),
+                m.request_duration_seconds
+                    .with_label_values(&["/mcp", "ping"]),
+            )
+        };
+        series.observe(true, 0.1, || children("ok"));
+        series.observe(true, 0.1, || children("ok"));
+        series.observe(false, 0.1, || children("error"));
+        series.observe(false, 0.1, || children("error"));
+        series.observe(true, 0.1, || children("ok"));
+        let count = |o: &str| {
+            m.requests_total
+                .with_label_values(&["/mcp", "ping", o])
+                .get()
+        };
+        assert_eq!((count("ok"), count("error")), (3, 2));
+        let duration = m
+            .request_duration_seconds
+            .with_label_values(&["/mcp", "ping"]);
+        assert_eq!(duration.get_sample_count(), 5);
+        assert_eq!(lookups.get(), 3, "ok looked up once, error every time");
+    }
 
     #[test]
     fn tool_labels_are_capped_with_an_other_bucket() {
