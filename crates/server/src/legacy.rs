@@ -26,7 +26,7 @@ pub async fn dispatch(
         return initialize(cx, id, params.as_ref());
     }
     let (session, key) = current_session(cx)?;
-    if let Some(v) = cx.header("mcp-protocol-version") {
+    if let Some(v) = cx.header(crate::mcp::names::MCP_PROTOCOL_VERSION) {
         if v != session.v {
             return Err(GatewayError::HeaderMismatch(format!(
                 "MCP-Protocol-Version {v:?} differs from the session's negotiated {:?}",
@@ -59,9 +59,13 @@ pub async fn dispatch(
 
 /// The session and its `session::key`.
 fn current_session(cx: &Cx<'_>) -> Result<(Session, String), GatewayError> {
-    let token = cx.header("mcp-session-id").ok_or_else(|| {
-        GatewayError::SessionRequired("Mcp-Session-Id header is required after initialize".into())
-    })?;
+    let token = cx
+        .header(crate::mcp::names::MCP_SESSION_ID)
+        .ok_or_else(|| {
+            GatewayError::SessionRequired(
+                "Mcp-Session-Id header is required after initialize".into(),
+            )
+        })?;
     let s = session::open(&cx.state.sealer, token).ok_or(GatewayError::SessionNotFound)?;
     let key = session::key(token);
     if s.p != cx.principal || cx.state.hub.revoked.is_revoked(&key) {
@@ -137,7 +141,7 @@ fn initialize(
         }),
     );
     if let Ok(v) = HeaderValue::from_str(&token) {
-        r.headers_mut().insert("mcp-session-id", v);
+        r.headers_mut().insert(crate::mcp::names::MCP_SESSION_ID, v);
     }
     Ok(r)
 }
@@ -148,7 +152,7 @@ fn initialize(
 /// expires (see `session::Revoked`). No session is 405 (nothing to end); a
 /// forged, foreign or expired one is 404.
 pub fn delete_session(cx: &Cx<'_>) -> Result<Response<Body>, GatewayError> {
-    if !cx.headers.contains_key("mcp-session-id") {
+    if !cx.headers.contains_key(crate::mcp::names::MCP_SESSION_ID) {
         return Err(GatewayError::MethodNotAllowed("DELETE".into()));
     }
     let (_, key) = current_session(cx)?;

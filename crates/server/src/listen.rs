@@ -157,8 +157,8 @@ async fn owner(cx: &Cx<'_>, uri: &str) -> Option<String> {
 /// The handshake-era session of this request; GET without one on a modern
 /// endpoint stays 405.
 fn session_of(cx: &Cx<'_>) -> Result<(session::Session, String), GatewayError> {
-    let Some(token) = cx.header("mcp-session-id") else {
-        return Err(match cx.header("mcp-protocol-version") {
+    let Some(token) = cx.header(crate::mcp::names::MCP_SESSION_ID) else {
+        return Err(match cx.header(crate::mcp::names::MCP_PROTOCOL_VERSION) {
             Some(v) if version::is_legacy(v) => GatewayError::SessionRequired(
                 "Mcp-Session-Id header is required for the GET stream".into(),
             ),

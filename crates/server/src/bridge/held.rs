@@ -295,7 +295,7 @@ pub(crate) fn client_response(
     cx: &Cx<'_>,
     body: &[u8],
 ) -> Option<Result<Response<Body>, GatewayError>> {
-    let token = cx.header("mcp-session-id")?;
+    let token = cx.header(crate::mcp::names::MCP_SESSION_ID)?;
     let reply: ClientReply = serde_json::from_slice(body).ok()?;
     if reply.method.is_some() || (reply.result.is_none() && reply.error.is_none()) {
         return None;
