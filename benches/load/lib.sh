@@ -111,6 +111,12 @@ TCK=$(getconf CLK_TCK)
 # CPU of a process and its threads (utime + stime, clock ticks); children are
 # not counted, so for a multi-process peer sum over its pids.
 cpu_ticks() { local p t=0; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
+# cpu_split PID: "user_ticks system_ticks involuntary_switches" of a process,
+# the switches summed over its threads (how often the kernel took the CPU away
+# from it while it still had work: on shared cores, the cost of being busy).
+cpu_split() {
+  echo "$(awk '{print $14, $15}' "/proc/$1/stat") $(cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^nonvoluntary_ctxt_switches/ {n += $2} END {print n + 0}')"
+}
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 

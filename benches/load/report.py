@@ -35,6 +35,21 @@ def verdict(ok):
     return "met" if ok else "**missed**"
 
 
+def split(r, reqs):
+    """User and system CPU and involuntary context switches per request: the
+    serving process's (the upstream's own on the direct path) and, behind a
+    proxy, the upstream's. Empty for results written before these columns."""
+    if not reqs or r.get("proxy_user") in (None, ""):
+        return {}
+    me = "upstream" if r["target"] == "direct" else "proxy"
+    per = lambda col, scale: int(r[col]) * scale / reqs
+    t = 1e6 / TCK
+    return {
+        "user": per(f"{me}_user", t), "sys": per(f"{me}_sys", t), "pre": per(f"{me}_preempted", 1),
+        "up_user": per("upstream_user", t), "up_sys": per("upstream_sys", t),
+    }
+
+
 load = rows(env["RESULTS"])
 cells = {}
 for r in load:
@@ -49,6 +64,7 @@ for r in load:
         "cpu": ticks / TCK * 1e6 / reqs if reqs else float("nan"),
         "upcpu": int(r["upstream_ticks"]) / TCK * 1e6 / reqs if reqs else float("nan"),
         "bad": int(r["errors"]) + int(r["non2xx"]),
+        **split(r, reqs),
     })
 
 
@@ -115,6 +131,25 @@ for kind in ("tools/call", "tools/list"):
             uc = m(kind, conc, target, "upcpu")
             w(f"| `{kind}` | {conc} | {label} | {drps:,.0f} | {jrps:,.0f} | {ratio(jrps, drps)} | {us(jc)} | {us(dc)} "
               f"| {ratio(jc, dc)} | {us(uc)} |")
+
+
+if any("user" in c for v in cells.values() for c in v):
+    w("")
+    w("### Where the CPU goes (`tools/call`)")
+    w("")
+    w("User and system time (`/proc/<pid>/stat`) per request, and involuntary context switches per "
+      "request summed over the process's threads (`/proc/<pid>/task/*/status`): how often the kernel "
+      "took a core away from it while it still had work, which on cores shared with wrk and the "
+      "upstream is what being busy costs in kernel time. *direct* is the upstream serving wrk itself.")
+    w("")
+    w("| conc. | process | user/req | system/req | preempted/req | upstream user/req | upstream system/req |")
+    w("|---:|---|---:|---:|---:|---:|---:|")
+    for conc in (1, 32):
+        for target, label in [("direct", "upstream, direct")] + [NULL] + GATEWAYS:
+            if not cells.get(("tools/call", conc, target)):
+                continue
+            f = lambda field: m("tools/call", conc, target, field)
+            w(f"| {conc} | {label} | {us(f('user'))} | {us(f('sys'))} | {f('pre'):.2f} | {us(f('up_user'))} | {us(f('up_sys'))} |")
 
 
 def policy_cost(kind, conc):

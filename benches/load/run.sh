@@ -87,7 +87,7 @@ U_RSS_IDLE=$(rss_kib "$UP_PID")
 J_RSS_LOAD=0; U_RSS_LOAD=0
 
 RESULTS="$WORK/results.tsv"
-printf 'round\tkind\tconc\ttarget\trequests\tduration_us\tp50_us\tp90_us\tp99_us\terrors\tnon2xx\tjunction_ticks\tupstream_ticks\n' > "$RESULTS"
+printf 'round\tkind\tconc\ttarget\trequests\tduration_us\tp50_us\tp90_us\tp99_us\terrors\tnon2xx\tjunction_ticks\tupstream_ticks\tproxy_user\tproxy_sys\tproxy_preempted\tupstream_user\tupstream_sys\tupstream_preempted\n' > "$RESULTS"
 
 # run_wrk ROUND KIND CONC TARGET URL METHOD [NAME]; TARGET is direct, junction or junction_auth.
 run_wrk() {
@@ -97,6 +97,8 @@ run_wrk() {
   if [ "$target" = junction_auth ]; then pid=$AUTH_PID; authorization=$MCP_AUTHORIZATION; fi
   [ "$target" = null_proxy ] && pid=$NULL_PID
   j0=$(cpu_ticks "$pid"); u0=$(cpu_ticks "$UP_PID")
+  local -a ps0 us0 ps1 us1
+  read -r -a ps0 < <(cpu_split "$pid"); read -r -a us0 < <(cpu_split "$UP_PID")
   if [ "$conc" -gt 1 ] && [ "$target" = junction ]; then
     ( sleep "$(awk -v d="$DURATION" 'BEGIN { print d / 2 }')"; echo "$(rss_kib "$JUNCTION_PID") $(rss_kib "$UP_PID")" > "$WORK/rss.sample" ) &
     sampler=$!
@@ -104,16 +106,19 @@ run_wrk() {
   line=$(MCP_AUTHORIZATION=$authorization wrk_result -t"$threads" -c"$conc" -d"${DURATION}s" --latency \
     -s "$HERE/mcp.lua" "$url" -- "$method" $name)
   j1=$(cpu_ticks "$pid"); u1=$(cpu_ticks "$UP_PID")
+  read -r -a ps1 < <(cpu_split "$pid"); read -r -a us1 < <(cpu_split "$UP_PID")
   if [ -n "$sampler" ]; then
     wait "$sampler" || true
     read -r jr ur < "$WORK/rss.sample"
     [ "$jr" -gt "$J_RSS_LOAD" ] && J_RSS_LOAD=$jr
     [ "$ur" -gt "$U_RSS_LOAD" ] && U_RSS_LOAD=$ur
   fi
-  echo "$line" | awk -v r="$round" -v k="$kind" -v c="$conc" -v t="$target" -v jt=$((j1 - j0)) -v ut=$((u1 - u0)) '
+  local split
+  split="$((ps1[0] - ps0[0]))\t$((ps1[1] - ps0[1]))\t$((ps1[2] - ps0[2]))\t$((us1[0] - us0[0]))\t$((us1[1] - us0[1]))\t$((us1[2] - us0[2]))"
+  echo "$line" | awk -v r="$round" -v k="$kind" -v c="$conc" -v t="$target" -v jt=$((j1 - j0)) -v ut=$((u1 - u0)) -v sp="$split" '
     { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-      printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r, k, c, t, v["requests"], v["duration_us"],
-        v["p50_us"], v["p90_us"], v["p99_us"], v["errors"], v["non2xx"], jt, ut }' >> "$RESULTS"
+      printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r, k, c, t, v["requests"], v["duration_us"],
+        v["p50_us"], v["p90_us"], v["p99_us"], v["errors"], v["non2xx"], jt, ut, sp }' >> "$RESULTS"
   log "round $round $kind c=$conc $target: $line"
 }
 
