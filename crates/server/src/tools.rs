@@ -500,24 +500,27 @@ pub async fn call(
         rounds: 0,
     };
     let open = cx.state.metrics.open_call_streams().clone();
-    // A retry that answers a call Junction holds continues that call.
-    let resumed = if bridge::may_resume(&params) {
-        bridge::resume(cx, &params, driver).await?
+    // A retry that answers a call Junction holds continues that call. Both
+    // branches boxed: they are rare, and inline their state machines would
+    // grow every call's future, which is allocated and copied whole per
+    // request (and past 7 KiB it shares jemalloc's 8 KiB class with hyper's
+    // per-connection read buffers, dirtying the pages those later reuse:
+    // BENCHMARKS.md, memory per open connection).
+    let mut driver = if bridge::may_resume(&params) {
+        match Box::pin(bridge::resume(cx, &params, driver)).await? {
+            Resumed::NotHeld(d) => d,
+            Resumed::Continue(d) => return Box::pin(bridge::respond(*d, open, record)).await,
+            Resumed::Answer(Ok((bytes, o))) => {
+                record(o);
+                return Ok(response::json(StatusCode::OK, bytes));
+            }
+            Resumed::Answer(Err(e)) => {
+                record(e.outcome());
+                return Err(e);
+            }
+        }
     } else {
-        Resumed::NotHeld(driver)
-    };
-    let mut driver = match resumed {
-        Resumed::NotHeld(d) => d,
-        // Boxed: rare, and inline it would grow every call's future.
-        Resumed::Continue(d) => return Box::pin(bridge::respond(*d, open, record)).await,
-        Resumed::Answer(Ok((bytes, o))) => {
-            record(o);
-            return Ok(response::json(StatusCode::OK, bytes));
-        }
-        Resumed::Answer(Err(e)) => {
-            record(e.outcome());
-            return Err(e);
-        }
+        driver
     };
 
     // The upstream knows the tool by its original name.
