@@ -353,6 +353,52 @@ pub(crate) enum Resumed {
     Answer(Result<(Vec<u8>, &'static str), GatewayError>),
 }
 
+/// What records a call's outcome label, once.
+pub(crate) type Record = Box<dyn FnOnce(&str) + Send>;
+
+/// How a call starts: `Ok` with the driver (and its recorder) to go upstream
+/// with, or `Err` with the response of a held call the request continued.
+pub(crate) type Started =
+    Result<(Driver, Record), Result<http::Response<crate::response::Body>, GatewayError>>;
+
+/// Starts a call: a retry whose `requestState` names a call Junction holds
+/// continues that call; any other request goes upstream with `driver`.
+/// The continuation is boxed: it is rare, and inline it would grow every
+/// call's future (`listener::REQUEST_FUTURE_LIMIT`).
+pub(crate) async fn start(
+    cx: &Cx<'_>,
+    params: &RawParams,
+    driver: Driver,
+    open: &prometheus::IntGauge,
+    record: Record,
+) -> Started {
+    if !may_resume(params) {
+        return Ok((driver, record));
+    }
+    Box::pin(continue_held(cx, params, driver, open.clone(), record)).await
+}
+
+async fn continue_held(
+    cx: &Cx<'_>,
+    params: &RawParams,
+    driver: Driver,
+    open: prometheus::IntGauge,
+    record: Record,
+) -> Started {
+    match resume(cx, params, driver).await {
+        Ok(Resumed::NotHeld(d)) => Ok((d, record)),
+        Ok(Resumed::Continue(d)) => Err(respond(*d, open, record).await),
+        Ok(Resumed::Answer(Ok((bytes, o)))) => {
+            record(o);
+            Err(Ok(crate::response::json(http::StatusCode::OK, bytes)))
+        }
+        Ok(Resumed::Answer(Err(e))) | Err(e) => {
+            record(e.outcome());
+            Err(Err(e))
+        }
+    }
+}
+
 /// Whether the request carries a `requestState` that may continue a held call;
 /// without one, [`resume`] has nothing to look at and the call skips it (the
 /// `Driver` is then not moved into and out of its state machine).

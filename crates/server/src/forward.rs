@@ -6,7 +6,7 @@
 //! Lists are cached per upstream (`list_cache`); a failing upstream's last good
 //! list is served and the upstream named as degraded.
 
-use http::{Response, StatusCode};
+use http::Response;
 use junction_protocol::codes;
 use junction_protocol::jsonrpc::{Id, RawParams, RpcError};
 use junction_upstream::{UpstreamError, UpstreamEvent, UpstreamRequest};
@@ -14,12 +14,12 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::bridge::{self, Resumed};
+use crate::bridge;
 use crate::envelope;
 use crate::error::GatewayError;
 use crate::list_cache::{self, Listed};
 use crate::mcp::Cx;
-use crate::response::{self, Body};
+use crate::response::Body;
 use crate::state::UpstreamEntry;
 use crate::tools::{ClientSide, Finisher};
 
@@ -237,7 +237,7 @@ pub(crate) async fn forward(
     })?;
     let metrics = cx.state.metrics.clone();
     let started = std::time::Instant::now();
-    let record: Box<dyn FnOnce(&str) + Send> = {
+    let record: bridge::Record = {
         let (m, u, meth) = (metrics.clone(), upstream_id.to_owned(), method.to_owned());
         Box::new(move |outcome: &str| {
             m.upstream_requests_total
@@ -284,27 +284,9 @@ pub(crate) async fn forward(
         rounds: 0,
     };
     let open = metrics.open_call_streams().clone();
-    // A retry that answers a call Junction holds continues that call. Both
-    // branches boxed: they are rare, and inline their state machines would
-    // grow every call's future, which is allocated and copied whole per
-    // request (and past 7 KiB it shares jemalloc's 8 KiB class with hyper's
-    // per-connection read buffers, dirtying the pages those later reuse:
-    // BENCHMARKS.md, memory per open connection).
-    let mut driver = if bridge::may_resume(&params) {
-        match Box::pin(bridge::resume(cx, &params, driver)).await? {
-            Resumed::NotHeld(d) => d,
-            Resumed::Continue(d) => return Box::pin(bridge::respond(*d, open, record)).await,
-            Resumed::Answer(Ok((bytes, o))) => {
-                record(o);
-                return Ok(response::json(StatusCode::OK, bytes));
-            }
-            Resumed::Answer(Err(e)) => {
-                record(e.outcome());
-                return Err(e);
-            }
-        }
-    } else {
-        driver
+    let (mut driver, record) = match bridge::start(cx, &params, driver, &open, record).await {
+        Ok(fresh) => fresh,
+        Err(done) => return done,
     };
     let meta = client.upstream_meta(&params);
     let params = upstream_params(cx, params, upstream_id, target)?;

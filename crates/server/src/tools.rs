@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use http::{Response, StatusCode};
+use http::Response;
 use junction_catalog::{cursor, merge, Catalog, ListStatus};
 use junction_protocol::jsonrpc::{Id, RawParams};
 use junction_protocol::{meta, xmcp};
@@ -13,13 +13,13 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::bridge::{self, Resumed};
+use crate::bridge;
 use crate::cancel::Cancel;
 use crate::envelope;
 use crate::error::GatewayError;
 use crate::logging::{Level, LogFilter};
 use crate::mcp::{param_str, Cx};
-use crate::response::{self, Body};
+use crate::response::Body;
 
 /// Which era the client speaks, with the capabilities it declared (per request
 /// for modern clients, once per session for handshake-era ones).
@@ -467,7 +467,7 @@ pub async fn call(
 
     let upstream_id = &tool.upstream;
     let started = std::time::Instant::now();
-    let record: Box<dyn FnOnce(&str) + Send> = {
+    let record: bridge::Record = {
         let (m, ok, u, t) = (
             cx.state.metrics.clone(),
             upstream.call_ok.clone(),
@@ -500,27 +500,9 @@ pub async fn call(
         rounds: 0,
     };
     let open = cx.state.metrics.open_call_streams().clone();
-    // A retry that answers a call Junction holds continues that call. Both
-    // branches boxed: they are rare, and inline their state machines would
-    // grow every call's future, which is allocated and copied whole per
-    // request (and past 7 KiB it shares jemalloc's 8 KiB class with hyper's
-    // per-connection read buffers, dirtying the pages those later reuse:
-    // BENCHMARKS.md, memory per open connection).
-    let mut driver = if bridge::may_resume(&params) {
-        match Box::pin(bridge::resume(cx, &params, driver)).await? {
-            Resumed::NotHeld(d) => d,
-            Resumed::Continue(d) => return Box::pin(bridge::respond(*d, open, record)).await,
-            Resumed::Answer(Ok((bytes, o))) => {
-                record(o);
-                return Ok(response::json(StatusCode::OK, bytes));
-            }
-            Resumed::Answer(Err(e)) => {
-                record(e.outcome());
-                return Err(e);
-            }
-        }
-    } else {
-        driver
+    let (mut driver, record) = match bridge::start(cx, &params, driver, &open, record).await {
+        Ok(fresh) => fresh,
+        Err(done) => return done,
     };
 
     // The upstream knows the tool by its original name.

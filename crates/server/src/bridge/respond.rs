@@ -17,7 +17,7 @@ use crate::response::{self, Body};
 pub(crate) async fn respond(
     mut d: Driver,
     open: prometheus::IntGauge,
-    record: Box<dyn FnOnce(&str) + Send>,
+    record: super::Record,
 ) -> Result<Response<Body>, GatewayError> {
     let cancel = d.cancel.take();
     let first = loop {
