@@ -392,10 +392,13 @@ async fn continue_held(
             record(o);
             Err(Ok(crate::response::json(http::StatusCode::OK, bytes)))
         }
-        Ok(Resumed::Answer(Err(e))) | Err(e) => {
+        Ok(Resumed::Answer(Err(e))) => {
             record(e.outcome());
             Err(Err(e))
         }
+        // A requestState that does not open is refused before any upstream
+        // is asked, like an unknown tool: no call outcome is recorded.
+        Err(e) => Err(Err(e)),
     }
 }
 
