@@ -4,11 +4,12 @@
 //! headers, route, upstream.
 
 use std::borrow::Cow;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http::{HeaderMap, Method, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use junction_protocol::jsonrpc::{parse_client_message, ClientMessage, Id, RawParams};
@@ -70,16 +71,32 @@ pub mod names {
     pub const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 }
 
-pub async fn handle(
+/// Serves one request on an MCP route. Takes the request's parts, not the
+/// request, and is a function returning an `async` block, not an `async fn`:
+/// an `async fn` keeps its arguments twice in its state (the captured request
+/// and what it is split into), and this future is part of the one allocated
+/// and copied whole per request (`listener::REQUEST_FUTURE_LIMIT`).
+pub fn handle(
     state: Arc<State>,
     route: Arc<RouteState>,
-    req: Request<Incoming>,
+    parts: http::request::Parts,
+    body: Incoming,
     peer: std::net::SocketAddr,
-) -> Response<Body> {
+) -> impl Future<Output = Response<Body>> + Send {
     let started = Instant::now();
-    state.hub.attach(&state);
-    let (parts, body) = req.into_parts();
-    let mut cx = Cx::new(&state, &route, &parts.headers);
+    async move { handled(&state, &route, &parts, body, peer, started).await }
+}
+
+async fn handled(
+    state: &Arc<State>,
+    route: &Arc<RouteState>,
+    parts: &http::request::Parts,
+    body: Incoming,
+    peer: std::net::SocketAddr,
+    started: Instant,
+) -> Response<Body> {
+    state.hub.attach(state);
+    let mut cx = Cx::new(state, route, &parts.headers);
     cx.client_ip = Some(peer.ip());
     let outcome = match edge(&cx) {
         Err(e) => Err(e),
