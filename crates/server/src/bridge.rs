@@ -347,7 +347,7 @@ pub(crate) fn declared(caps: &Value, method: &str, params: Option<&RawValue>) ->
 // `NotHeld` is what nearly every call gets back, moved straight into the
 // call's state; boxing it cost an allocation per call.
 #[allow(clippy::large_enum_variant)]
-pub(crate) enum Resumed {
+enum Resumed {
     NotHeld(Driver),
     Continue(Box<Driver>),
     Answer(Result<(Vec<u8>, &'static str), GatewayError>),
@@ -403,15 +403,15 @@ async fn continue_held(
 }
 
 /// Whether the request carries a `requestState` that may continue a held call;
-/// without one, [`resume`] has nothing to look at and the call skips it (the
+/// without one, [`resume`] has nothing to look at and [`start`] skips it (the
 /// `Driver` is then not moved into and out of its state machine).
-pub(crate) fn may_resume(params: &RawParams) -> bool {
+fn may_resume(params: &RawParams) -> bool {
     params.contains_key("requestState")
 }
 
 /// If `params.requestState` names a call held here, answer its upstream with
 /// the client's `inputResponses` and hand back the driver to read on.
-pub(crate) async fn resume(
+async fn resume(
     cx: &Cx<'_>,
     params: &RawParams,
     template: Driver,
