@@ -93,10 +93,9 @@ printf 'round\tkind\tconc\ttarget\trequests\tduration_us\tp50_us\tp90_us\tp99_us
 run_wrk() {
   local round=$1 kind=$2 conc=$3 target=$4 url=$5 method=$6 name=${7:-}
   local threads=1; [ "$conc" -gt 1 ] && threads=2
-  local j0 u0 j1 u1 line sampler="" pid=$JUNCTION_PID authorization=""
+  local line sampler="" pid=$JUNCTION_PID authorization=""
   if [ "$target" = junction_auth ]; then pid=$AUTH_PID; authorization=$MCP_AUTHORIZATION; fi
   [ "$target" = null_proxy ] && pid=$NULL_PID
-  j0=$(cpu_ticks "$pid"); u0=$(cpu_ticks "$UP_PID")
   local -a ps0 us0 ps1 us1
   read -r -a ps0 < <(cpu_split "$pid"); read -r -a us0 < <(cpu_split "$UP_PID")
   if [ "$conc" -gt 1 ] && [ "$target" = junction ]; then
@@ -105,7 +104,6 @@ run_wrk() {
   fi
   line=$(MCP_AUTHORIZATION=$authorization wrk_result -t"$threads" -c"$conc" -d"${DURATION}s" --latency \
     -s "$HERE/mcp.lua" "$url" -- "$method" $name)
-  j1=$(cpu_ticks "$pid"); u1=$(cpu_ticks "$UP_PID")
   read -r -a ps1 < <(cpu_split "$pid"); read -r -a us1 < <(cpu_split "$UP_PID")
   if [ -n "$sampler" ]; then
     wait "$sampler" || true
@@ -113,9 +111,11 @@ run_wrk() {
     [ "$jr" -gt "$J_RSS_LOAD" ] && J_RSS_LOAD=$jr
     [ "$ur" -gt "$U_RSS_LOAD" ] && U_RSS_LOAD=$ur
   fi
-  local split
-  split="$((ps1[0] - ps0[0]))\t$((ps1[1] - ps0[1]))\t$((ps1[2] - ps0[2]))\t$((us1[0] - us0[0]))\t$((us1[1] - us0[1]))\t$((us1[2] - us0[2]))"
-  echo "$line" | awk -v r="$round" -v k="$kind" -v c="$conc" -v t="$target" -v jt=$((j1 - j0)) -v ut=$((u1 - u0)) -v sp="$split" '
+  # user, system, preempted of the serving process, then of the upstream;
+  # the tick columns are user + system.
+  local pu=$((ps1[0] - ps0[0])) pk=$((ps1[1] - ps0[1])) uu=$((us1[0] - us0[0])) uk=$((us1[1] - us0[1]))
+  local split="$pu\t$pk\t$((ps1[2] - ps0[2]))\t$uu\t$uk\t$((us1[2] - us0[2]))"
+  echo "$line" | awk -v r="$round" -v k="$kind" -v c="$conc" -v t="$target" -v jt=$((pu + pk)) -v ut=$((uu + uk)) -v sp="$split" '
     { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
       printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r, k, c, t, v["requests"], v["duration_us"],
         v["p50_us"], v["p90_us"], v["p99_us"], v["errors"], v["non2xx"], jt, ut, sp }' >> "$RESULTS"
