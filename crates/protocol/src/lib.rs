@@ -13,6 +13,7 @@ pub mod header_value;
 pub mod jsonrpc;
 pub mod meta;
 pub mod names;
+pub mod object;
 pub mod seal;
 pub mod sse;
 pub mod version;

@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use junction_protocol::codes;
 use junction_protocol::jsonrpc::{error_bytes, result_bytes, Id, RawParams, RpcError};
+use junction_protocol::{codes, object};
 use junction_upstream::{
     Bridged, ResponseStream, ServerRequest, Upstream, UpstreamEvent, UpstreamRequest,
 };
@@ -65,7 +65,7 @@ pub(crate) struct Driver {
     pub(crate) finish: Finisher,
     pub(crate) method: String,
     /// The client's capabilities: this request's (modern) or the session's.
-    pub(crate) caps: Value,
+    pub(crate) caps: Box<RawValue>,
     pub(crate) sse_ok: bool,
     /// Progress and log notifications go to the client (tools/call).
     pub(crate) relay_notifications: bool,
@@ -319,23 +319,31 @@ fn capability_of(method: &str) -> &'static str {
 
 /// Whether `caps` (a client's capabilities) covers this request. Elicitation
 /// modes: an empty `elicitation` object means form only (NOTES §6).
-pub(crate) fn declared(caps: &Value, method: &str, params: Option<&RawValue>) -> bool {
-    let present = |key: &str| caps.get(key).is_some_and(|v| !v.is_null());
+pub(crate) fn declared(caps: &RawValue, method: &str, params: Option<&RawValue>) -> bool {
+    // The capabilities are kept as the client sent them (valid JSON): read in
+    // place, the last of a duplicate key winning as in a parsed object.
+    fn member<'a>(object: &'a str, key: &str) -> Option<&'a str> {
+        object::members(object)?
+            .filter(|(k, _)| k == key)
+            .last()
+            .map(|(_, v)| v)
+    }
+    let present = |key: &str| member(caps.get(), key).is_some_and(|v| v != "null");
     match method {
         "sampling/createMessage" => present("sampling"),
         "roots/list" => present("roots"),
         "elicitation/create" => {
-            let Some(e) = caps.get("elicitation").filter(|v| v.is_object()) else {
+            let Some(e) = member(caps.get(), "elicitation").filter(|v| v.starts_with('{')) else {
                 return false;
             };
             let mode = params
                 .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
                 .and_then(|p| p.get("mode").and_then(Value::as_str).map(str::to_owned))
                 .unwrap_or_else(|| "form".to_owned());
-            if e.get("form").is_none() && e.get("url").is_none() {
+            if member(e, "form").is_none() && member(e, "url").is_none() {
                 mode == "form"
             } else {
-                e.get(&mode).is_some()
+                member(e, &mode).is_some()
             }
         }
         _ => false,
@@ -446,7 +454,6 @@ async fn resume(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.to_owned()).unwrap()
@@ -454,7 +461,7 @@ mod tests {
 
     #[test]
     fn capabilities_cover_only_what_was_declared() {
-        let form_only = json!({"elicitation": {}});
+        let form_only = raw(r#"{"elicitation": {}}"#);
         assert!(declared(&form_only, "elicitation/create", None));
         assert!(declared(
             &form_only,
@@ -466,31 +473,48 @@ mod tests {
             "elicitation/create",
             Some(&raw(r#"{"mode":"url"}"#))
         ));
-        let url_only = json!({"elicitation": {"url": {}}});
+        let url_only = raw(r#"{"elicitation": {"url": {}}}"#);
         assert!(!declared(&url_only, "elicitation/create", None));
         assert!(declared(
             &url_only,
             "elicitation/create",
             Some(&raw(r#"{"mode":"url"}"#))
         ));
-        assert!(!declared(&json!({}), "elicitation/create", None));
+        assert!(!declared(&raw(r#"{}"#), "elicitation/create", None));
         assert!(!declared(
-            &json!({"elicitation": null}),
+            &raw(r#"{"elicitation": null}"#),
             "elicitation/create",
             None
         ));
         assert!(declared(
-            &json!({"sampling": {}}),
+            &raw(r#"{"sampling": {}}"#),
             "sampling/createMessage",
             None
         ));
-        assert!(!declared(&json!({"sampling": {}}), "roots/list", None));
+        assert!(!declared(&raw(r#"{"sampling": {}}"#), "roots/list", None));
         assert!(declared(
-            &json!({"roots": {"listChanged": true}}),
+            &raw(r#"{"roots": {"listChanged": true}}"#),
             "roots/list",
             None
         ));
-        assert!(!declared(&json!({"roots": {}}), "tools/call", None));
+        assert!(!declared(&raw(r#"{"roots": {}}"#), "tools/call", None));
+        // Read in place: nested keys are not the object's own, the last of a
+        // duplicate wins (as in a parsed object), and whitespace is no matter.
+        assert!(!declared(
+            &raw(r#"{"x": {"sampling": {}}}"#),
+            "sampling/createMessage",
+            None
+        ));
+        assert!(!declared(
+            &raw(r#"{"sampling": {}, "sampling": null}"#),
+            "sampling/createMessage",
+            None
+        ));
+        assert!(declared(
+            &raw("{ \"elicitation\" : { \"url\" : {} , \"form\":{} } }"),
+            "elicitation/create",
+            Some(&raw(r#"{"mode":"url"}"#))
+        ));
     }
 
     #[test]

@@ -266,7 +266,7 @@ pub(crate) async fn forward(
             ttl_ms: cx.state.config.request_state.ttl.as_millis() as u64,
         },
         method: method.to_owned(),
-        caps: client.capabilities().clone(),
+        caps: client.capabilities().to_owned(),
         sse_ok: cx.accepts_sse(),
         // Progress and log notifications are not relayed on these methods (yet):
         // the client gets the final answer.

@@ -5,6 +5,7 @@
 use http::{HeaderValue, Response, StatusCode};
 use junction_protocol::jsonrpc::{result_bytes, Id, RawParams};
 use junction_protocol::version;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::error::GatewayError;
@@ -112,16 +113,17 @@ fn initialize(
     let requested = param_str(params, "protocolVersion")?.ok_or_else(|| {
         GatewayError::InvalidParams("initialize needs params.protocolVersion".into())
     })?;
+    // Kept as sent (valid JSON: the params pass checked it), in the token.
     let caps = match params.and_then(|p| p.get("capabilities")) {
-        None => json!({}),
-        Some(raw) => match serde_json::from_str::<Value>(raw.get()) {
-            Ok(v @ Value::Object(_)) => v,
-            _ => {
-                return Err(GatewayError::InvalidParams(
-                    "params.capabilities must be an object".into(),
-                ))
-            }
-        },
+        None => {
+            RawValue::from_string("{}".to_owned()).unwrap_or_else(|_| RawValue::NULL.to_owned())
+        }
+        Some(raw) if raw.get().starts_with('{') => raw.clone(),
+        Some(_) => {
+            return Err(GatewayError::InvalidParams(
+                "params.capabilities must be an object".into(),
+            ))
+        }
     };
     let negotiated = version::negotiate_legacy(&requested);
     let s = Session {

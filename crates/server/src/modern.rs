@@ -5,9 +5,9 @@
 
 use http::{Response, StatusCode};
 use junction_protocol::header_value;
-use junction_protocol::jsonrpc::{raw_str, result_bytes, Id, RawParams};
-use junction_protocol::{meta, version};
-use std::collections::BTreeMap;
+use junction_protocol::jsonrpc::{result_bytes, Id, RawParams};
+use junction_protocol::{meta, object, version};
+use std::borrow::Cow;
 
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -34,12 +34,10 @@ pub async fn dispatch(
     params: Option<RawParams>,
 ) -> Result<Response<Body>, GatewayError> {
     let request_meta = request_meta(params.as_ref())?;
-    let raw_caps = validate_meta_and_headers(cx, method, params.as_ref(), &request_meta)?;
+    let capabilities = validate_meta_and_headers(cx, method, params.as_ref(), &request_meta)?;
     let log = log_level(&request_meta)?;
-    let capabilities = serde_json::from_str(raw_caps.get()).unwrap_or_default();
     let client = ClientSide::Modern {
         capabilities,
-        raw_capabilities: raw_caps,
         log,
         forward_meta: tools::forwardable_meta(request_meta),
     };
@@ -58,23 +56,36 @@ pub async fn dispatch(
     }
 }
 
-/// `params._meta`, parsed once: its members as raw JSON (validated here,
-/// forwarded as they are).
-pub type RequestMeta = BTreeMap<String, Box<RawValue>>;
+/// `params._meta`'s members, read from the request's text without parsing it
+/// again (the envelope's pass validated it): each key with its value's raw
+/// JSON, forwarded as it is. A key given twice reads as its last value.
+pub struct RequestMeta<'a>(Vec<(Cow<'a, str>, &'a str)>);
 
-pub fn request_meta(params: Option<&RawParams>) -> Result<RequestMeta, GatewayError> {
+impl<'a> RequestMeta<'a> {
+    pub fn get(&self, key: &str) -> Option<&'a str> {
+        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+
+    /// Every member in order, duplicates included.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &'a str)> + '_ {
+        self.0.iter().map(|(k, v)| (k.as_ref(), *v))
+    }
+}
+
+pub fn request_meta(params: Option<&RawParams>) -> Result<RequestMeta<'_>, GatewayError> {
     let raw = params
         .and_then(|p| p.get("_meta"))
         .ok_or_else(|| GatewayError::MissingMeta("params._meta is required".into()))?;
-    serde_json::from_str::<RequestMeta>(raw.get())
-        .map_err(|_| GatewayError::MissingMeta("params._meta must be an object".into()))
+    object::members(raw.get())
+        .map(|m| RequestMeta(m.collect()))
+        .ok_or_else(|| GatewayError::MissingMeta("params._meta must be an object".into()))
 }
 
 /// `_meta` logLevel: absent, or one of the spec's levels.
-fn log_level(m: &RequestMeta) -> Result<Option<Level>, GatewayError> {
+fn log_level(m: &RequestMeta<'_>) -> Result<Option<Level>, GatewayError> {
     match m.get(meta::LOG_LEVEL) {
         None => Ok(None),
-        Some(v) => raw_str(v)
+        Some(v) => object::string(v)
             .and_then(|s| Level::parse(&s))
             .map(Some)
             .ok_or_else(|| {
@@ -93,11 +104,11 @@ fn validate_meta_and_headers(
     cx: &Cx<'_>,
     method: &str,
     params: Option<&RawParams>,
-    m: &RequestMeta,
+    m: &RequestMeta<'_>,
 ) -> Result<Box<RawValue>, GatewayError> {
     let requested = m
         .get(meta::PROTOCOL_VERSION)
-        .and_then(|v| raw_str(v))
+        .and_then(object::string)
         .ok_or_else(|| {
             GatewayError::MissingMeta(format!(
                 "params._meta[\"{}\"] (a string) is required",
@@ -106,7 +117,8 @@ fn validate_meta_and_headers(
         })?;
     let caps = match m.get(meta::CLIENT_CAPABILITIES) {
         // Valid JSON that opens with a brace is an object.
-        Some(c) if c.get().starts_with('{') => c.clone(),
+        Some(c) if c.starts_with('{') => RawValue::from_string(c.to_owned())
+            .map_err(|_| GatewayError::MissingMeta("params._meta is not valid JSON".into()))?,
         _ => {
             return Err(GatewayError::MissingMeta(format!(
                 "params._meta[\"{}\"] (an object) is required",
@@ -199,4 +211,55 @@ fn discover(cx: &Cx<'_>, id: &Id) -> Response<Body> {
     });
     let raw = serde_json::value::to_raw_value(&result).unwrap_or_default();
     response::json(StatusCode::OK, result_bytes(id, &raw))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(meta: &str) -> RawParams {
+        let mut p = RawParams::new();
+        p.insert(
+            "_meta".into(),
+            RawValue::from_string(meta.to_owned()).unwrap(),
+        );
+        p
+    }
+
+    #[test]
+    fn meta_reads_the_last_of_a_duplicate_and_forwards_each_key_once() {
+        let p = params(
+            r#"{"traceparent":"a","io.modelcontextprotocol/protocolVersion":"2025-01-01",
+                "x":{"deep":[1]},"traceparent":"b","io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#,
+        );
+        let m = request_meta(Some(&p)).unwrap();
+        assert_eq!(m.get(meta::PROTOCOL_VERSION), Some(r#""2026-07-28""#));
+        assert_eq!(m.get("traceparent"), Some(r#""b""#));
+        let forwarded: Vec<(String, String)> = tools::forwardable_meta(m)
+            .into_iter()
+            .map(|(k, v)| (k, v.get().to_owned()))
+            .collect();
+        assert_eq!(
+            forwarded,
+            [("traceparent", r#""b""#), ("x", r#"{"deep":[1]}"#)]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        );
+    }
+
+    #[test]
+    fn meta_that_is_not_an_object_is_refused() {
+        for bad in ["[1]", "null", "\"{}\"", "3"] {
+            assert!(
+                matches!(
+                    request_meta(Some(&params(bad))),
+                    Err(GatewayError::MissingMeta(_))
+                ),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            request_meta(None),
+            Err(GatewayError::MissingMeta(_))
+        ));
+    }
 }

@@ -7,9 +7,8 @@ use std::sync::Arc;
 use http::Response;
 use junction_catalog::{cursor, merge, Catalog, ListStatus};
 use junction_protocol::jsonrpc::{Id, RawParams};
-use junction_protocol::{meta, xmcp};
+use junction_protocol::{meta, object, xmcp};
 use junction_upstream::UpstreamRequest;
-use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -25,16 +24,17 @@ use crate::response::Body;
 /// for modern clients, once per session for handshake-era ones).
 pub enum ClientSide {
     Modern {
-        capabilities: Value,
-        /// The same capabilities as the client sent them.
-        raw_capabilities: Box<RawValue>,
+        /// As the client sent them (a JSON object), read only when an upstream
+        /// asks the client something (`bridge::declared`).
+        capabilities: Box<RawValue>,
         /// `_meta` logLevel of this request.
         log: Option<Level>,
         /// The request's other `_meta` members, forwarded upstream.
         forward_meta: Vec<(String, Box<RawValue>)>,
     },
     Legacy {
-        capabilities: Value,
+        /// From `initialize`, as the session token keeps them.
+        capabilities: Box<RawValue>,
         /// `session::key` of the client's session.
         session: String,
         /// What the session set with `logging/setLevel`.
@@ -46,7 +46,7 @@ impl ClientSide {
     fn is_modern(&self) -> bool {
         matches!(self, ClientSide::Modern { .. })
     }
-    pub(crate) fn capabilities(&self) -> &Value {
+    pub(crate) fn capabilities(&self) -> &RawValue {
         match self {
             ClientSide::Modern { capabilities, .. } | ClientSide::Legacy { capabilities, .. } => {
                 capabilities
@@ -92,14 +92,7 @@ impl ClientSide {
             method: method.to_owned(),
             params,
             meta,
-            client_capabilities: match self {
-                ClientSide::Modern {
-                    raw_capabilities, ..
-                } => Some(raw_capabilities.clone()),
-                ClientSide::Legacy { capabilities, .. } => {
-                    serde_json::value::to_raw_value(capabilities).ok()
-                }
-            },
+            client_capabilities: Some(self.capabilities().to_owned()),
             param_headers: Vec::new(),
             forward_headers: junction_policy::forwardable_headers(cx.headers, &cx.state.forward),
             timeout: None,
@@ -384,9 +377,14 @@ fn forwarded_meta(params: &RawParams) -> Vec<(String, Box<RawValue>)> {
 
 /// The `_meta` members a request carries upstream: all but the stamped ones
 /// (version, capabilities, client info), which the upstream client re-states.
-pub(crate) fn forwardable_meta(m: crate::modern::RequestMeta) -> Vec<(String, Box<RawValue>)> {
-    m.into_iter()
-        .filter(|(k, _)| !meta::is_stamped(k))
+pub(crate) fn forwardable_meta(m: crate::modern::RequestMeta<'_>) -> Vec<(String, Box<RawValue>)> {
+    // Each key once, with its last value (the one `RequestMeta::get` reads).
+    let mut last = std::collections::BTreeMap::new();
+    for (k, v) in m.iter().filter(|(k, _)| !meta::is_stamped(k)) {
+        last.insert(k, v);
+    }
+    last.into_iter()
+        .filter_map(|(k, v)| Some((k.to_owned(), RawValue::from_string(v.to_owned()).ok()?)))
         .collect()
 }
 
@@ -488,7 +486,7 @@ pub async fn call(
             ttl_ms: cx.state.config.request_state.ttl.as_millis() as u64,
         },
         method: "tools/call".into(),
-        caps: client.capabilities().clone(),
+        caps: client.capabilities().to_owned(),
         sse_ok: cx.accepts_sse(),
         relay_notifications: true,
         log: client.log_filter(),
@@ -552,32 +550,33 @@ pub(crate) struct Finisher {
     pub(crate) ttl_ms: u64,
 }
 
-#[derive(Deserialize, Default)]
-struct ResultHead<'a> {
-    #[serde(rename = "resultType", borrow, default)]
-    result_type: Option<std::borrow::Cow<'a, str>>,
-}
-
 impl Finisher {
     pub(crate) fn result(&self, raw: Box<RawValue>) -> Result<Box<RawValue>, GatewayError> {
-        let not_object = || GatewayError::UpstreamProtocol {
+        let protocol = |detail: String| GatewayError::UpstreamProtocol {
             upstream: self.upstream.clone(),
-            detail: "result is not a JSON object".into(),
+            detail,
         };
-        let text = raw.get();
-        // Most results carry no `resultType`: when the text cannot name that
-        // key (not even through a `\u` escape) there is nothing to parse.
-        let head: ResultHead<'_> = if !text.starts_with('{') {
-            return Err(not_object());
-        } else if text.contains("resultType") || text.contains("\\u") {
-            serde_json::from_str(text).map_err(|_| not_object())?
-        } else {
-            ResultHead::default()
-        };
-        match head.result_type.as_deref() {
+        // The answer was validated as a whole when it arrived: its members are
+        // found without parsing it again (`object::members`).
+        let members = object::members(raw.get())
+            .ok_or_else(|| protocol("result is not a JSON object".into()))?;
+        let mut result_type = None;
+        for (key, value) in members {
+            if key == "resultType" {
+                if result_type.is_some() {
+                    return Err(protocol("result names resultType twice".into()));
+                }
+                result_type = Some(
+                    object::string(value)
+                        .ok_or_else(|| protocol("resultType is not a string".into()))?,
+                );
+            }
+        }
+        match result_type.as_deref() {
             None => {
                 if self.modern {
-                    add_complete(&raw).ok_or_else(not_object)
+                    add_complete(&raw)
+                        .ok_or_else(|| protocol("result is not a JSON object".into()))
                 } else {
                     Ok(raw)
                 }
@@ -588,10 +587,9 @@ impl Finisher {
                 "upstream {} asks for client input (InputRequiredResult), which cannot be relayed to a handshake-era client yet",
                 self.upstream
             ))),
-            Some(other) => Err(GatewayError::UpstreamProtocol {
-                upstream: self.upstream.clone(),
-                detail: format!("resultType {other:?} belongs to an extension this client did not negotiate"),
-            }),
+            Some(other) => Err(protocol(format!(
+                "resultType {other:?} belongs to an extension this client did not negotiate"
+            ))),
         }
     }
 
@@ -730,6 +728,32 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn a_result_type_read_twice_or_not_a_string_is_refused() {
+        // A JavaScript client reads the last duplicate, serde_json refuses
+        // them: neither reading is forwarded.
+        for bad in [
+            r#"{"resultType":"complete","content":[],"resultType":"task"}"#,
+            r#"{"resultType":"task","result\u0054ype":"complete"}"#,
+            r#"{"resultType":1,"content":[]}"#,
+            r#"{"resultType":null}"#,
+        ] {
+            let err = finish(true, bad).expect_err(bad);
+            assert!(
+                matches!(err, GatewayError::UpstreamProtocol { .. }),
+                "{bad}: {err:?}"
+            );
+        }
+        // A resultType nested in the content is not the result's own.
+        let nested = r#"{"content":[{"type":"text","resultType":"task"}],"resultType":"complete"}"#;
+        assert_eq!(finish(true, nested).unwrap(), nested);
+        let inner_only = r#"{"structuredContent":{"resultType":"input_required"}}"#;
+        assert_eq!(
+            finish(true, inner_only).unwrap(),
+            r#"{"resultType":"complete","structuredContent":{"resultType":"input_required"}}"#
+        );
     }
 
     #[test]
