@@ -63,7 +63,7 @@ pub(crate) struct Driver {
     /// The client's JSON-RPC id for this request.
     pub(crate) id: Id,
     pub(crate) finish: Finisher,
-    pub(crate) method: String,
+    pub(crate) method: &'static str,
     /// The client's capabilities: this request's (modern) or the session's.
     pub(crate) caps: Box<RawValue>,
     pub(crate) sse_ok: bool,

@@ -227,7 +227,7 @@ pub(crate) async fn forward(
     cx: &Cx<'_>,
     id: &Id,
     upstream_id: &str,
-    method: &str,
+    method: &'static str,
     target: &str,
     params: RawParams,
     client: &ClientSide,
@@ -265,7 +265,7 @@ pub(crate) async fn forward(
             target: target.to_owned(),
             ttl_ms: cx.state.config.request_state.ttl.as_millis() as u64,
         },
-        method: method.to_owned(),
+        method,
         caps: client.capabilities().to_owned(),
         sse_ok: cx.accepts_sse(),
         // Progress and log notifications are not relayed on these methods (yet):

@@ -485,7 +485,7 @@ pub async fn call(
             target: tool.exposed.clone(),
             ttl_ms: cx.state.config.request_state.ttl.as_millis() as u64,
         },
-        method: "tools/call".into(),
+        method: "tools/call",
         caps: client.capabilities().to_owned(),
         sse_ok: cx.accepts_sse(),
         relay_notifications: true,
@@ -506,7 +506,10 @@ pub async fn call(
     // The upstream knows the tool by its original name.
     let meta = client.upstream_meta(&params);
     let mut params = params;
-    params.insert("name".into(), crate::forward::raw_param(&tool.original)?);
+    // `name` is there (it was read above): replaced in place, its key kept.
+    if let Some(name) = params.get_mut("name") {
+        *name = crate::forward::raw_param(&tool.original)?;
+    }
     let params = crate::forward::upstream_params(cx, params, &tool.upstream, &tool.exposed)?;
     let request = UpstreamRequest {
         param_headers,
