@@ -35,6 +35,8 @@ def ns(x):
 ROWS = [
     ("decode a typical tools/call (envelope + raw params)", "protocol/decode_tools_call", "protocol/baseline/value_parse_tools_call"),
     ("encode a tools/call result envelope (raw result)", "protocol/encode_result", "protocol/baseline/value_encode_result"),
+    ("resultType of a small tool result (already validated)", "protocol/result_type_small", "protocol/baseline/serde_result_type_small"),
+    ("resultType of a 64 KiB tool result (already validated)", "protocol/result_type_64k", "protocol/baseline/serde_result_type_64k"),
     ("header value encode, plain", "protocol/header_encode_plain", None),
     ("header value encode, base64 sentinel", "protocol/header_encode_base64", None),
     ("header value decode, plain", "protocol/header_decode_plain", None),
@@ -63,6 +65,8 @@ out = [BEGIN, "",
        "|---|---:|---|---:|---:|"]
 names = {"protocol/baseline/value_parse_tools_call": "serde_json::Value parse",
          "protocol/baseline/value_encode_result": "serde_json::to_vec of a Value envelope",
+         "protocol/baseline/serde_result_type_small": "serde_json struct parse of the result",
+         "protocol/baseline/serde_result_type_64k": "serde_json struct parse of the result",
          "catalog/baseline/serialize_5000_tools": "serde_json::to_vec of the 5,000 tools",
          "catalog/baseline/hashmap_get_5000": "plain HashMap<String, usize>::get",
          "policy/baseline/decode_rs256": "jsonwebtoken::decode, RS256",

@@ -7,9 +7,9 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use junction_protocol::header_value;
 use junction_protocol::jsonrpc::{parse_client_message, result_bytes, Id};
 use junction_protocol::seal::{now_ms, Sealer};
+use junction_protocol::{header_value, object};
 use serde_json::value::RawValue;
 
 #[path = "common/mod.rs"]
@@ -22,6 +22,31 @@ const TOOLS_CALL: &[u8] = br#"{"jsonrpc":"2.0","id":42,"method":"tools/call","pa
 const CALL_RESULT: &str = r#"{"content":[{"type":"text","text":"Berlin: 3 days, 12-18 C, light rain on day 2, wind 15 km/h from the west."}],"structuredContent":{"city":"Berlin","days":[{"min":12,"max":17},{"min":13,"max":18},{"min":12,"max":16}]},"isError":false,"resultType":"complete"}"#;
 
 const PURPOSE: &str = "junction/request-state/v1";
+
+/// A tool result of about 64 KiB: one long text (a file, a page of search
+/// hits) with the escapes such text has, then `resultType`.
+fn large_result() -> String {
+    let line = r#"line of a source file: \"quoted\", a tab\t and a path C:\\src\\lib.rs\n"#;
+    let text = line.repeat(64 * 1024 / line.len());
+    format!(
+        r#"{{"content":[{{"type":"text","text":"{text}"}}],"isError":false,"resultType":"complete"}}"#
+    )
+}
+
+/// What `Finisher::result` did before `object::members`: parse the whole
+/// result again with serde_json, keeping only `resultType`.
+#[derive(serde::Deserialize)]
+struct ResultHead<'a> {
+    #[serde(rename = "resultType", borrow, default)]
+    result_type: Option<std::borrow::Cow<'a, str>>,
+}
+
+fn result_type(text: &str) -> Option<std::borrow::Cow<'_, str>> {
+    object::members(text)?
+        .filter(|(k, _)| k == "resultType")
+        .last()
+        .and_then(|(_, v)| object::string(v))
+}
 
 /// The shape of Junction's requestState envelope payload (principal digest,
 /// upstream, exposed tool, upstream state as raw JSON text).
@@ -62,6 +87,21 @@ fn benches(c: &mut Criterion) {
     g.bench_function("encode_result", |b| {
         b.iter(|| result_bytes(black_box(&id), black_box(&result)))
     });
+
+    // Reading resultType from a result the answer's parse has validated.
+    let large = large_result();
+    for (label, text) in [("small", CALL_RESULT), ("64k", large.as_str())] {
+        assert_eq!(result_type(text).as_deref(), Some("complete"));
+        g.bench_function(format!("baseline/serde_result_type_{label}"), |b| {
+            b.iter(|| {
+                serde_json::from_str::<ResultHead<'_>>(black_box(text))
+                    .map(|h| h.result_type.is_some())
+            })
+        });
+        g.bench_function(format!("result_type_{label}"), |b| {
+            b.iter(|| result_type(black_box(text)))
+        });
+    }
 
     let plain = "get_forecast";
     let unicode = "Zürich, 北京 — ☂";
