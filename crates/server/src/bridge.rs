@@ -26,7 +26,6 @@ use junction_protocol::{codes, object};
 use junction_upstream::{
     Bridged, ResponseStream, ServerRequest, Upstream, UpstreamEvent, UpstreamRequest,
 };
-use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -297,15 +296,8 @@ impl Driver {
     }
 }
 
-#[derive(Deserialize)]
-struct Head<'a> {
-    #[serde(rename = "resultType", borrow, default)]
-    result_type: Option<std::borrow::Cow<'a, str>>,
-}
-
 fn is_input_required(raw: &RawValue) -> bool {
-    serde_json::from_str::<Head<'_>>(raw.get())
-        .is_ok_and(|h| h.result_type.as_deref() == Some("input_required"))
+    crate::tools::result_type(raw).is_ok_and(|t| t.as_deref() == Some("input_required"))
 }
 
 fn capability_of(method: &str) -> &'static str {

@@ -2,6 +2,7 @@
 //! (fan-out, merge, memo), paging with sealed cursors, and forwarding a call to
 //! its upstream with the original name and the raw arguments.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use http::Response;
@@ -559,22 +560,7 @@ impl Finisher {
             upstream: self.upstream.clone(),
             detail,
         };
-        // The answer was validated as a whole when it arrived: its members are
-        // found without parsing it again (`object::members`).
-        let members = object::members(raw.get())
-            .ok_or_else(|| protocol("result is not a JSON object".into()))?;
-        let mut result_type = None;
-        for (key, value) in members {
-            if key == "resultType" {
-                if result_type.is_some() {
-                    return Err(protocol("result names resultType twice".into()));
-                }
-                result_type = Some(
-                    object::string(value)
-                        .ok_or_else(|| protocol("resultType is not a string".into()))?,
-                );
-            }
-        }
+        let result_type = result_type(&raw).map_err(|e| protocol(e.into()))?;
         match result_type.as_deref() {
             None => {
                 if self.modern {
@@ -618,6 +604,24 @@ impl Finisher {
         serde_json::value::to_raw_value(&members)
             .map_err(|e| GatewayError::Unsupported(e.to_string()))
     }
+}
+
+/// A result's `resultType`, if it names one. The answer was validated as a
+/// whole when it arrived: its members are found without parsing it again
+/// (`object::members`). Two `resultType` keys are refused (a JavaScript
+/// client would read the last, serde_json neither).
+pub(crate) fn result_type(raw: &RawValue) -> Result<Option<Cow<'_, str>>, &'static str> {
+    let members = object::members(raw.get()).ok_or("result is not a JSON object")?;
+    let mut result_type = None;
+    for (key, value) in members {
+        if key == "resultType" {
+            if result_type.is_some() {
+                return Err("result names resultType twice");
+            }
+            result_type = Some(object::string(value).ok_or("resultType is not a string")?);
+        }
+    }
+    Ok(result_type)
 }
 
 /// `{"resultType":"complete", ...rest}` without re-serializing the rest.
