@@ -335,6 +335,32 @@ async fn local_rate_limits_count_tool_calls_per_caller_and_tool() {
     assert_eq!(w.up.calls("echo").len(), 4);
 }
 
+#[tokio::test]
+async fn a_client_ip_rate_key_counts_every_caller_from_one_address_together() {
+    // The key is the TCP peer's address (here 127.0.0.1 for every client):
+    // callers are not told apart by their tokens, and a client's own
+    // X-Forwarded-For does not buy it a fresh bucket.
+    let w = world("rate_limits:\n  rules:\n    - {name: per-ip, key: [client_ip], rate: 3, per: 1m, burst: 3}\n").await;
+    let url = w.gw.url("/mcp");
+    let alice = TestClient::modern(&url)
+        .with_header("authorization", &bearer(&token("alice", "tools.read")));
+    let bob =
+        TestClient::modern(&url).with_header("authorization", &bearer(&token("bob", "tools.read")));
+    let spoofing = TestClient::modern(&url)
+        .with_header("authorization", &bearer(&token("carol", "tools.read")))
+        .with_header("x-forwarded-for", "203.0.113.9");
+    for client in [&alice, &bob, &alice] {
+        assert_eq!(client.call_tool("up__echo", json!({})).await.status, 200);
+    }
+    for client in [&bob, &alice, &spoofing] {
+        let limited = client.call_tool("up__echo", json!({})).await;
+        assert_eq!(limited.status, 429);
+        assert_eq!(limited.error_code(), Some(-31004));
+        assert_eq!(limited.error().unwrap()["data"]["rule"], "per-ip");
+    }
+    assert_eq!(w.up.calls("echo").len(), 3);
+}
+
 struct Redis(std::process::Child, u16);
 impl Drop for Redis {
     fn drop(&mut self) {
