@@ -16,6 +16,9 @@ pub struct ExposedTool {
     pub upstream: String,
     /// The upstream's own name for the tool (what goes upstream).
     pub original: String,
+    /// `original` as a JSON string: what a call's `params.name` becomes
+    /// upstream (written once here, not serialized per call).
+    pub original_json: Box<RawValue>,
     /// The upstream tool object with `name` replaced by `exposed`.
     pub definition: Box<RawValue>,
     /// The tool's validated `x-mcp-header` annotations (upstream schema).

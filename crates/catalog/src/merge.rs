@@ -238,11 +238,22 @@ pub fn merge(
                     continue;
                 }
             };
+            // A valid tool name ([A-Za-z0-9_.-]) needs no escaping.
+            let Ok(original_json) = RawValue::from_string(format!("\"{original}\"")) else {
+                dropped.push(drop(
+                    id,
+                    original,
+                    DropKind::InvalidName,
+                    "name is not a JSON string",
+                ));
+                continue;
+            };
             taken.insert(exposed.clone(), (id.clone(), original.to_owned()));
             tools.push(ExposedTool {
                 exposed,
                 upstream: id.clone(),
                 original: original.to_owned(),
+                original_json,
                 definition,
                 header_params,
             });

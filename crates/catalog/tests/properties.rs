@@ -63,6 +63,9 @@ proptest! {
             let back = c.resolve(&t.exposed).unwrap();
             prop_assert_eq!(&back.upstream, &t.upstream);
             prop_assert_eq!(&back.original, &t.original);
+            // What a call sends upstream as params.name reads back as the name.
+            let sent: String = serde_json::from_str(t.original_json.get()).unwrap();
+            prop_assert_eq!(&sent, &t.original);
             let def: Value = serde_json::from_str(t.definition.get()).unwrap();
             prop_assert_eq!(def["name"].as_str(), Some(t.exposed.as_str()));
             if prefix && max.is_none() {

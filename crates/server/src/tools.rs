@@ -509,7 +509,7 @@ pub async fn call(
     let mut params = params;
     // `name` is there (it was read above): replaced in place, its key kept.
     if let Some(name) = params.get_mut("name") {
-        *name = crate::forward::raw_param(&tool.original)?;
+        *name = tool.original_json.clone();
     }
     let params = crate::forward::upstream_params(cx, params, &tool.upstream, &tool.exposed)?;
     let request = UpstreamRequest {
