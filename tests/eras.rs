@@ -277,3 +277,36 @@ async fn a_cancellation_from_another_session_changes_nothing() {
     );
     assert!(w.modern.cancelled().is_empty());
 }
+
+#[tokio::test]
+async fn a_session_token_stays_small_whatever_whitespace_the_client_sent() {
+    // The session id carries the client's capabilities and comes back in a
+    // header on every request: written compactly, 60 KB of a client's
+    // whitespace must not push its later requests past the header limit.
+    let w = world().await;
+    let c = TestClient::legacy(&w.gw.url("/mcp"), "2025-11-25");
+    let pad = " ".repeat(20_000);
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{{pad}"roots":{pad}{{}}{pad}}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+    );
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+    ]
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .to_vec();
+    let init = c.raw("POST", headers, body.into_bytes()).await;
+    assert_eq!(init.status, 200, "{}", w.gw.stderr());
+    let sid = init.header("mcp-session-id").expect("a session").to_owned();
+    assert!(sid.len() < 1_000, "session id of {} bytes", sid.len());
+    c.set_session_id(Some(sid));
+    assert_eq!(
+        c.notify("notifications/initialized", json!({}))
+            .await
+            .status,
+        202
+    );
+    let list = c.request("tools/list", json!({})).await;
+    assert_eq!(list.status, 200);
+    assert!(list.error_code().is_none(), "{:?}", list.error());
+}

@@ -5,7 +5,6 @@
 use http::{HeaderValue, Response, StatusCode};
 use junction_protocol::jsonrpc::{result_bytes, Id, RawParams};
 use junction_protocol::version;
-use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::error::GatewayError;
@@ -113,18 +112,21 @@ fn initialize(
     let requested = param_str(params, "protocolVersion")?.ok_or_else(|| {
         GatewayError::InvalidParams("initialize needs params.protocolVersion".into())
     })?;
-    // Kept as sent (valid JSON: the params pass checked it), in the token.
+    // Written compactly into the session token (once per session), which the
+    // client sends back in a header on every request: whitespace a client put
+    // in its capabilities must not count against `limits.max_header_bytes`.
     let caps = match params.and_then(|p| p.get("capabilities")) {
-        None => {
-            RawValue::from_string("{}".to_owned()).unwrap_or_else(|_| RawValue::NULL.to_owned())
-        }
-        Some(raw) if raw.get().starts_with('{') => raw.clone(),
-        Some(_) => {
-            return Err(GatewayError::InvalidParams(
-                "params.capabilities must be an object".into(),
-            ))
-        }
-    };
+        None => serde_json::value::to_raw_value(&json!({})),
+        Some(raw) => match serde_json::from_str::<Value>(raw.get()) {
+            Ok(v @ Value::Object(_)) => serde_json::value::to_raw_value(&v),
+            _ => {
+                return Err(GatewayError::InvalidParams(
+                    "params.capabilities must be an object".into(),
+                ))
+            }
+        },
+    }
+    .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
     let negotiated = version::negotiate_legacy(&requested);
     let s = Session {
         v: negotiated.to_owned(),
