@@ -162,6 +162,38 @@ w("")
 w("Policy cost per request (CPU, JWT + rate limit minus plain): " + ", ".join(
     f"`{kind}` c={conc} {us(policy_cost(kind, conc))}" for kind in ("tools/call", "tools/list") for conc in (1, 32))
   + ". Compare the micro-bench rows for authentication and the rate-limit rule.")
+
+
+def per_round(kind, conc, target, f):
+    """f(gateway cell, direct cell) for each round that has both."""
+    d = {c["round"]: c for c in cells.get((kind, conc, "direct"), [])}
+    return [f(c, d[c["round"]]) for c in cells.get((kind, conc, target), []) if c["round"] in d]
+
+
+def spread(xs, fmt):
+    if not xs:
+        return "n/a"
+    return f"{fmt(min(xs))} / {fmt(med(xs))} / {fmt(max(xs))}"
+
+
+if int(env["ROUNDS"]) > 1:
+    w("")
+    w("### Spread over rounds (`tools/call`)")
+    w("")
+    w("Each round's figure against the direct path measured in the same round, as min / median / max "
+      "over the rounds: how far this hour's noise moves the medians above. A difference between two "
+      "commits inside these ranges is not a measured difference.")
+    w("")
+    w("| conc. | gateway | CPU/req ÷ upstream's own | throughput ÷ direct | added p50 |")
+    w("|---:|---|---:|---:|---:|")
+    x = lambda v: f"{v:.2f}×"
+    for conc in (1, 32):
+        for target, label in gateways("tools/call"):
+            cpu = per_round("tools/call", conc, target, lambda c, d: c["cpu"] / d["cpu"] if d["cpu"] else float("nan"))
+            rps = per_round("tools/call", conc, target, lambda c, d: c["rps"] / d["rps"] if d["rps"] else float("nan"))
+            p50 = per_round("tools/call", conc, target, lambda c, d: c["p50"] - d["p50"])
+            w(f"| {conc} | {label} | {spread(cpu, x)} | {spread(rps, x)} | {spread(p50, us)} |")
+
 bad = sum(c["bad"] for v in cells.values() for c in v)
 w("")
 w(f"Socket errors + non-2xx responses over all runs: {bad}.")
