@@ -198,3 +198,15 @@ async fn first_rejecting_rule_is_reported() {
     rl.check(&call("bob", "t")).await.expect("bob");
     assert_eq!(rl.backend_failures(), 0);
 }
+
+#[tokio::test]
+async fn the_limiter_says_whether_a_rule_keys_on_the_client_address() {
+    let by_principal = local(vec![rule("p", &[RateKey::Principal], 1, HOUR, 1)]).await;
+    assert!(!by_principal.keys_on_client_ip());
+    let mixed = local(vec![
+        rule("p", &[RateKey::Principal], 1, HOUR, 1),
+        rule("ip", &[RateKey::Tool, RateKey::ClientIp], 1, HOUR, 1),
+    ])
+    .await;
+    assert!(mixed.keys_on_client_ip());
+}

@@ -346,7 +346,10 @@ pub async fn rate_limit(
     } else {
         cx.principal.as_str()
     };
-    let client_ip = cx.client_ip.map(|ip| ip.to_string()).unwrap_or_default();
+    let client_ip = match cx.client_ip {
+        Some(ip) if limiter.keys_on_client_ip() => ip.to_string(),
+        _ => String::new(),
+    };
     let key = junction_policy::RateKeyParts {
         method,
         principal,

@@ -59,16 +59,20 @@ impl Rule {
     /// The values of this rule's key dimensions, length-prefixed so no two
     /// different tuples give the same key.
     fn key(&self, parts: &RateKeyParts<'_>) -> String {
-        let mut key = String::new();
+        let value = |d: &RateKey| match d {
+            RateKey::Principal => parts.principal,
+            RateKey::Upstream => parts.upstream,
+            RateKey::Tool => parts.tool,
+            RateKey::Route => parts.route,
+            RateKey::ClientIp => parts.client_ip,
+        };
+        // Sized once; the lengths written without a String each.
+        let size = self.dims.iter().map(|d| value(d).len() + 4).sum();
+        let mut key = String::with_capacity(size);
+        let mut len = itoa::Buffer::new();
         for d in &self.dims {
-            let v = match d {
-                RateKey::Principal => parts.principal,
-                RateKey::Upstream => parts.upstream,
-                RateKey::Tool => parts.tool,
-                RateKey::Route => parts.route,
-                RateKey::ClientIp => parts.client_ip,
-            };
-            key.push_str(&v.len().to_string());
+            let v = value(d);
+            key.push_str(len.format(v.len()));
             key.push(':');
             key.push_str(v);
         }
@@ -127,7 +131,7 @@ impl RateLimiter {
             }
             let key = rule.key(parts);
             let verdict = match &self.backend {
-                Backend::Local(b) => Ok(b.check(i, rule, key)),
+                Backend::Local(b) => Ok(b.check(i, rule, &key)),
                 Backend::Redis(b) => b.check(rule, &redis_key(&rule.name, &key)).await,
             };
             match verdict {
@@ -164,6 +168,14 @@ impl RateLimiter {
     /// Whether any rule applies to `method` (lets callers skip building keys).
     pub fn applies_to(&self, method: &str) -> bool {
         self.rules.iter().any(|r| r.applies_to(method))
+    }
+
+    /// Whether any rule keys on the client's address (lets callers skip
+    /// formatting it).
+    pub fn keys_on_client_ip(&self) -> bool {
+        self.rules
+            .iter()
+            .any(|r| r.dims.contains(&RateKey::ClientIp))
     }
 }
 
