@@ -50,15 +50,10 @@ impl From<&str> for Id {
 }
 
 /// A raw JSON value that is a string, as text: borrowed from the raw text
-/// unless it has escapes to decode; `None` for any other JSON type.
+/// unless it has escapes to decode; `None` for any other JSON type. The text
+/// is valid JSON already, so `object::string` reads it without a parse.
 pub fn raw_str(raw: &RawValue) -> Option<Cow<'_, str>> {
-    match serde_json::from_str::<&str>(raw.get()) {
-        Ok(s) => Some(Cow::Borrowed(s)),
-        // Escapes cannot be borrowed.
-        Err(_) => serde_json::from_str::<String>(raw.get())
-            .ok()
-            .map(Cow::Owned),
-    }
+    crate::object::string(raw.get())
 }
 
 /// `params` object kept as raw values: key -> raw JSON (nothing re-serialized).

@@ -26,8 +26,8 @@ pub fn members(text: &str) -> Option<Members<'_>> {
 }
 
 /// A JSON string's contents from its raw text (borrowed unless it has
-/// escapes); `None` for any other JSON type. Like `jsonrpc::raw_str` for
-/// member texts that are not `RawValue`s.
+/// escapes); `None` for any other JSON type. `jsonrpc::raw_str` is this for a
+/// `RawValue`.
 pub fn string(raw: &str) -> Option<Cow<'_, str>> {
     if !raw.starts_with('"') {
         return None;
