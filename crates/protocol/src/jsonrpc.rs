@@ -340,7 +340,7 @@ fn push_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
 /// writes ~7 strings per call, and serde_json's writer costs a few hundred
 /// instructions each for what is almost always a plain copy.
 fn push_str_json(out: &mut Vec<u8>, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+    if !crate::object::needs_escape(s) {
         out.reserve(s.len() + 2);
         out.push(b'"');
         out.extend_from_slice(s.as_bytes());

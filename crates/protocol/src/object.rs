@@ -148,6 +148,30 @@ fn string_end(bytes: &[u8], start: usize) -> Option<(usize, bool)> {
 const QUOTES: u64 = u64::from_ne_bytes([b'"'; 8]);
 const BACKSLASHES: u64 = u64::from_ne_bytes([b'\\'; 8]);
 
+/// Whether `s` has a byte JSON writes escaped inside a string: `"`, `\\` or a
+/// control character below 0x20 (what serde_json escapes). Eight bytes at a
+/// time: the writers call this for every key, method and id they copy, and
+/// most are plain.
+pub fn needs_escape(s: &str) -> bool {
+    // A byte below 0x20 is one whose top three bits are zero.
+    const HIGH3: u64 = u64::from_ne_bytes([0xe0; 8]);
+    let mut words = s.as_bytes().chunks_exact(8);
+    for chunk in words.by_ref() {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_ne_bytes(word);
+        if zero_bytes(word ^ QUOTES) | zero_bytes(word ^ BACKSLASHES) | zero_bytes(word & HIGH3)
+            != 0
+        {
+            return true;
+        }
+    }
+    words
+        .remainder()
+        .iter()
+        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+}
+
 /// 0x80 in each byte of `x` that is zero, 0 elsewhere (exact: no carry
 /// crosses bytes, since `(b & 0x7f) + 0x7f` stays below 0x100).
 fn zero_bytes(x: u64) -> u64 {
@@ -287,6 +311,38 @@ mod tests {
             assert_eq!(string_end(&text, 0), None, "{len}");
             text.push(b'\\');
             assert_eq!(string_end(&text, 0), None, "{len}");
+        }
+    }
+
+    #[test]
+    fn needs_escape_agrees_with_a_bytewise_reading() {
+        let bytewise = |s: &[u8]| s.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\');
+        // Every byte value (as UTF-8 where it is not ASCII) at every offset of
+        // strings up to three words long, so it meets each word position and
+        // the tail.
+        for len in 0..24 {
+            let plain = "a".repeat(len);
+            assert!(!needs_escape(&plain), "{len}");
+            for at in 0..len {
+                for c in (0..=0x7fu8)
+                    .map(char::from)
+                    .chain(['é', '\u{7ff}', '€', '😀'])
+                {
+                    let mut s: String = plain.chars().take(at).collect();
+                    s.push(c);
+                    s.extend(plain.chars().skip(at + 1));
+                    assert_eq!(needs_escape(&s), bytewise(s.as_bytes()), "{s:?}");
+                }
+            }
+        }
+        // What serde_json escapes, it flags; what it copies, it does not.
+        for s in [
+            "io.modelcontextprotocol/protocolVersion",
+            "tools/call",
+            "x\u{7f}y",
+        ] {
+            let written = serde_json::to_string(s).unwrap_or_default();
+            assert_eq!(needs_escape(s), written != format!("\"{s}\""), "{s:?}");
         }
     }
 
