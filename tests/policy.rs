@@ -72,6 +72,11 @@ struct World {
 }
 
 async fn world(extra: &str) -> World {
+    world_with("", extra).await
+}
+
+/// `world` with more `server` keys (`server_keys` starts with a comma).
+async fn world_with(server_keys: &str, extra: &str) -> World {
     let up = MockUpstream::start(MockSpec::modern(
         "up",
         vec![
@@ -84,7 +89,7 @@ async fn world(extra: &str) -> World {
     let dir = tempfile::tempdir().unwrap();
     let yaml = format!(
         r#"
-server: {{listen: 127.0.0.1:0, public_url: "{PUBLIC}"}}
+server: {{listen: 127.0.0.1:0, public_url: "{PUBLIC}"{server_keys}}}
 upstreams:
   - {{id: up, url: "{url}"}}
 auth:
@@ -359,6 +364,44 @@ async fn a_client_ip_rate_key_counts_every_caller_from_one_address_together() {
         assert_eq!(limited.error().unwrap()["data"]["rule"], "per-ip");
     }
     assert_eq!(w.up.calls("echo").len(), 3);
+}
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_the_client_ip_key_is_the_address_it_forwards() {
+    // The test's own connections come from 127.0.0.1: here that is the
+    // ingress, and X-Forwarded-For carries the callers' addresses.
+    let w = world_with(
+        ", trusted_proxies: [127.0.0.1]",
+        "rate_limits:\n  rules:\n    - {name: per-ip, key: [client_ip], rate: 2, per: 1m, burst: 2}\n",
+    )
+    .await;
+    let url = w.gw.url("/mcp");
+    let via = |xff: &str| {
+        TestClient::modern(&url)
+            .with_header("authorization", &bearer(&token("alice", "tools.read")))
+            .with_header("x-forwarded-for", xff)
+    };
+    let (first, second) = (via("198.51.100.1"), via("198.51.100.2"));
+    // Two callers, one token: a bucket each.
+    for client in [&first, &second, &first, &second] {
+        assert_eq!(client.call_tool("up__echo", json!({})).await.status, 200);
+    }
+    // The first caller again: through a second trusted hop, or with an
+    // address of its own choosing written in front (the proxy appended the
+    // real one); without the header it is the proxy itself, a third bucket.
+    for client in [
+        &first,
+        &via("198.51.100.1, 127.0.0.1"),
+        &via("203.0.113.9, 198.51.100.1"),
+    ] {
+        let limited = client.call_tool("up__echo", json!({})).await;
+        assert_eq!(limited.status, 429);
+        assert_eq!(limited.error().unwrap()["data"]["rule"], "per-ip");
+    }
+    let proxy = TestClient::modern(&url)
+        .with_header("authorization", &bearer(&token("alice", "tools.read")));
+    assert_eq!(proxy.call_tool("up__echo", json!({})).await.status, 200);
+    assert_eq!(w.up.calls("echo").len(), 5);
 }
 
 struct Redis(std::process::Child, u16);

@@ -24,6 +24,7 @@ pub(crate) fn server(ctx: &mut Ctx, v: Option<&Value>) -> ServerConfig {
             "tls",
             "shutdown_grace",
             "ready_when",
+            "trusted_proxies",
         ],
     );
     let fallback: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 8080));
@@ -76,7 +77,29 @@ pub(crate) fn server(ctx: &mut Ctx, v: Option<&Value>) -> ServerConfig {
             Some(2) => Readiness::Listening,
             _ => Readiness::AnyUpstream,
         },
+        trusted_proxies: o
+            .strings(ctx, "trusted_proxies")
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(p, s)| trusted_proxy(ctx, &p, &s))
+            .collect(),
     }
+}
+
+/// A CIDR block (`10.0.0.0/8`, `fd00::/8`) or one address (that host alone).
+fn trusted_proxy(ctx: &mut Ctx, path: &str, s: &str) -> Option<ipnet::IpNet> {
+    let s = s.trim();
+    if let Ok(net) = s.parse::<ipnet::IpNet>() {
+        return Some(net.trunc());
+    }
+    if let Ok(ip) = s.parse::<std::net::IpAddr>() {
+        return Some(ipnet::IpNet::from(ip));
+    }
+    ctx.err(
+        path,
+        format!("{s:?} is not an IP address or CIDR block, e.g. 10.0.0.0/8, fd00::/8 or 192.0.2.7"),
+    );
+    None
 }
 
 pub(crate) fn tools(ctx: &mut Ctx, v: Option<&Value>) -> ToolsConfig {

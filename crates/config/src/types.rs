@@ -44,6 +44,9 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// What `/readyz` requires (default: any upstream's tool list fetched).
     pub ready_when: Readiness,
+    /// Peers whose `X-Forwarded-For` names the caller (the `client_ip` rate
+    /// key); empty: the TCP peer is the caller and the header is not read.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 /// `server.ready_when`: `any_upstream` | `all_upstreams` | `listening`.

@@ -302,6 +302,32 @@ fn forwarded_headers_refuse_credentials_and_hop_by_hop() {
 }
 
 #[test]
+fn trusted_proxies_are_addresses_or_cidr_blocks() {
+    let e = errors(&format!(
+        "{UP}server: {{trusted_proxies: [10.0.0.0/8, ingress.local, 10.0.0.0/33, '::1', 7]}}"
+    ));
+    assert_eq!(
+        e.paths(),
+        [
+            "server.trusted_proxies[1]",
+            "server.trusted_proxies[2]",
+            "server.trusted_proxies[4]"
+        ],
+        "{e}"
+    );
+    assert!(
+        e.errors[0]
+            .message
+            .contains("not an IP address or CIDR block"),
+        "{e}"
+    );
+    assert_eq!(
+        one(&format!("{UP}server: {{trusted_proxies: 10.0.0.0/8}}")).0,
+        "server.trusted_proxies"
+    );
+}
+
+#[test]
 fn auth_shape() {
     let e = errors(&format!("{UP}auth: {{jwt: {{jwks_url: https://i/jwks, jwks_file: f}}, rules: [{{scopes: ['bad scope'], tools: []}}]}}"));
     assert_eq!(

@@ -54,6 +54,7 @@ fn defaults() {
     assert_eq!(c.server.public_url, "http://127.0.0.1:8080");
     assert!(c.server.tls.is_none());
     assert_eq!(c.server.shutdown_grace, Duration::from_secs(10));
+    assert!(c.server.trusted_proxies.is_empty());
     let u = &c.upstreams[0];
     assert_eq!(u.timeout, Duration::from_secs(30));
     assert_eq!(u.protocol, ProtocolPref::Auto);
@@ -85,6 +86,17 @@ fn every_key_of_the_full_example() {
     assert_eq!(
         c.server.tls.as_ref().unwrap().key_file,
         Path::new("/etc/junction/tls.key")
+    );
+    // Blocks as given, one address as that host alone, host bits cleared.
+    let proxies: Vec<String> = c
+        .server
+        .trusted_proxies
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    assert_eq!(
+        proxies,
+        ["10.0.0.0/8", "fd00::/8", "192.0.2.7/32", "10.1.0.0/16"]
     );
     match &c.upstream("crm").unwrap().transport {
         Transport::Http {

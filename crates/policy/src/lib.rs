@@ -8,6 +8,7 @@
 //! - [`RateLimiter`]: GCRA buckets, local (dashmap) or shared through Redis.
 //! - header rules that keep a client's credentials away from upstreams (§4.5)
 //!   and the header limits (§4.1).
+//! - [`client_ip`]: the caller's address behind trusted proxies.
 //!
 //! Its only I/O is fetching a JWKS URL and talking to Redis. It must never accept
 //! a token that was not issued for Junction, never trust an `alg` the key does
@@ -16,11 +17,13 @@
 
 mod auth;
 mod authz;
+mod client_ip;
 mod headers;
 mod rate;
 
 pub use auth::{AuthError, Authenticator, Principal};
 pub use authz::Authorizer;
+pub use client_ip::client_ip;
 pub use headers::{
     check_header_limits, check_origin, forwardable_headers, is_never_forwarded, EdgeError,
     ForwardList,

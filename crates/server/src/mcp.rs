@@ -29,8 +29,10 @@ pub struct Cx<'a> {
     pub principal: String,
     /// The authenticated caller, when `auth` is configured.
     pub identity: Option<junction_policy::Principal>,
-    /// The peer's IP address (a rate-limit key; formatted only when a rule needs it).
-    pub client_ip: Option<std::net::IpAddr>,
+    /// The TCP peer's address: the `client_ip` rate key, or the proxy that
+    /// names it when `server.trusted_proxies` trusts the peer
+    /// (`junction_policy::client_ip`, read only when a rule needs it).
+    pub peer_ip: Option<std::net::IpAddr>,
 }
 
 impl Cx<'_> {
@@ -41,7 +43,7 @@ impl Cx<'_> {
             headers,
             principal: String::new(),
             identity: None,
-            client_ip: None,
+            peer_ip: None,
         }
     }
 
@@ -97,7 +99,7 @@ async fn handled(
 ) -> Response<Body> {
     state.hub.attach(state);
     let mut cx = Cx::new(state, route, &parts.headers);
-    cx.client_ip = Some(peer.ip());
+    cx.peer_ip = Some(peer.ip());
     let outcome = match edge(&cx) {
         Err(e) => Err(e),
         Ok(()) => match authenticate(&mut cx, parts.uri.query()).await {

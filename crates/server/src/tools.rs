@@ -346,8 +346,12 @@ pub async fn rate_limit(
     } else {
         cx.principal.as_str()
     };
-    let client_ip = match cx.client_ip {
-        Some(ip) if limiter.keys_on_client_ip() => ip.to_string(),
+    // Read behind trusted proxies only when a rule keys on it.
+    let client_ip = match cx.peer_ip {
+        Some(peer) if limiter.keys_on_client_ip() => {
+            let trusted = &cx.state.config.server.trusted_proxies;
+            junction_policy::client_ip(peer, cx.headers, trusted).to_string()
+        }
         _ => String::new(),
     };
     let key = junction_policy::RateKeyParts {
