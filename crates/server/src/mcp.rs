@@ -29,9 +29,9 @@ pub struct Cx<'a> {
     pub principal: String,
     /// The authenticated caller, when `auth` is configured.
     pub identity: Option<junction_policy::Principal>,
-    /// The TCP peer's address: the `client_ip` rate key, or the proxy that
-    /// names it when `server.trusted_proxies` trusts the peer
-    /// (`junction_policy::client_ip`, read only when a rule needs it).
+    /// The TCP peer's address. The `client_ip` rate key is this address or,
+    /// when `server.trusted_proxies` lists the peer, the caller the peer
+    /// names (`junction_policy::client_ip`, read only when a rule needs it).
     pub peer_ip: Option<std::net::IpAddr>,
 }
 
