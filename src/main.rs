@@ -127,7 +127,7 @@ async fn run(path: PathBuf) -> anyhow::Result<()> {
         junction_config::LogFormat::Json => junction_telemetry::LogFormat::Json,
         junction_config::LogFormat::Text => junction_telemetry::LogFormat::Text,
     };
-    junction_telemetry::init_logging(format, &config.log.level);
+    let _log = junction_telemetry::init_logging(format, &config.log.level);
     let registry = prometheus::Registry::new();
     #[cfg(target_os = "linux")]
     {
@@ -184,7 +184,7 @@ async fn shutdown_signal() {
 
 async fn catalog(path: PathBuf, json: bool) -> anyhow::Result<()> {
     let config = load(&path)?;
-    junction_telemetry::init_logging(junction_telemetry::LogFormat::Text, "warn");
+    let _log = junction_telemetry::init_logging(junction_telemetry::LogFormat::Text, "warn");
     let registry = prometheus::Registry::new();
     let routes: Vec<String> = config.routes.iter().map(|r| r.path.clone()).collect();
     let state = build_state(config, &registry).await?;

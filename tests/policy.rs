@@ -404,6 +404,100 @@ async fn behind_a_trusted_proxy_the_client_ip_key_is_the_address_it_forwards() {
     assert_eq!(w.up.calls("echo").len(), 5);
 }
 
+/// The `junction::access` lines of the gateway's JSON log so far, once at
+/// least `n` are there (a thread of its own writes the log).
+async fn access_lines(gw: &Gateway, n: usize) -> Vec<Value> {
+    let read = || -> Vec<Value> {
+        gw.stderr()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|l| l["target"] == "junction::access")
+            .map(|l| l["fields"].clone())
+            .collect()
+    };
+    for _ in 0..100 {
+        if read().len() >= n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    read()
+}
+
+#[tokio::test]
+async fn every_request_gets_one_access_line_without_arguments_or_tokens() {
+    let w = world_with(", trusted_proxies: [127.0.0.1]", "log: {format: json}\n").await;
+    let url = w.gw.url("/mcp");
+    let alice_token = token("alice", "tools.read");
+    let alice = TestClient::modern(&url)
+        .with_header("authorization", &bearer(&alice_token))
+        .with_header("x-forwarded-for", "198.51.100.7");
+    let ok = alice
+        .call_tool("up__echo", json!({"note": "s3cr3t-argument"}))
+        .await;
+    assert_eq!(ok.status, 200);
+    assert_eq!(alice.call_tool("up__admin", json!({})).await.status, 403);
+    let anonymous = TestClient::modern(&url);
+    assert_eq!(anonymous.call_tool("up__echo", json!({})).await.status, 401);
+
+    let lines = access_lines(&w.gw, 3).await;
+    assert_eq!(lines.len(), 3, "{}", w.gw.stderr());
+    let (called, forbidden, unauthenticated) = (&lines[0], &lines[1], &lines[2]);
+    for (field, want) in [
+        ("route", json!("/mcp")),
+        ("method", json!("tools/call")),
+        ("upstream", json!("up")),
+        ("target", json!("up__echo")),
+        ("status", json!(200)),
+        ("outcome", json!("ok")),
+        ("principal", json!("alice")),
+        // Behind the trusted proxy: the address it forwarded.
+        ("client", json!("198.51.100.7")),
+    ] {
+        assert_eq!(called[field], want, "{field} in {called}");
+    }
+    assert!(
+        called["duration_ms"].as_f64().is_some_and(|d| d > 0.0),
+        "{called}"
+    );
+    assert!(called.get("error").is_none(), "{called}");
+    // Refused by authorization: the tool is named, with Junction's code.
+    assert_eq!(forbidden["target"], "up__admin", "{forbidden}");
+    assert_eq!(
+        (forbidden["status"].clone(), forbidden["error"].clone()),
+        (json!(403), json!(-31005))
+    );
+    assert_eq!(forbidden["principal"], "alice");
+    // Refused before the body was read: nothing is routed, nobody is known.
+    assert_eq!(unauthenticated["status"], 401, "{unauthenticated}");
+    assert!(unauthenticated.get("principal").is_none());
+    assert!(unauthenticated.get("target").is_none());
+    assert_eq!(unauthenticated["client"], "127.0.0.1");
+
+    let log = w.gw.stderr();
+    assert!(!log.contains("s3cr3t-argument"), "arguments logged:\n{log}");
+    assert!(!log.contains(&alice_token), "token logged:\n{log}");
+}
+
+#[tokio::test]
+async fn log_access_false_writes_no_access_lines() {
+    let w = world("log: {format: json, access: false}\n").await;
+    let alice = TestClient::modern(&w.gw.url("/mcp"))
+        .with_header("authorization", &bearer(&token("alice", "tools.read")));
+    assert_eq!(alice.call_tool("up__echo", json!({})).await.status, 200);
+    // The log itself works: the listening line is in it.
+    let mut listening = false;
+    for _ in 0..100 {
+        listening = w.gw.stderr().contains("junction listening");
+        if listening {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(listening, "{}", w.gw.stderr());
+    assert!(access_lines(&w.gw, 0).await.is_empty(), "{}", w.gw.stderr());
+}
+
 struct Redis(std::process::Child, u16);
 impl Drop for Redis {
     fn drop(&mut self) {

@@ -224,7 +224,7 @@ pub(crate) fn sessions(ctx: &mut Ctx, v: Option<&Value>) -> SessionsConfig {
 const LEVELS: &[&str] = &["trace", "debug", "info", "warn", "error", "off"];
 
 pub(crate) fn log(ctx: &mut Ctx, v: Option<&Value>) -> LogConfig {
-    let o = Obj::new(ctx, v, "log", &["format", "level"]);
+    let o = Obj::new(ctx, v, "log", &["format", "level", "access"]);
     let format = match o.choice(ctx, "format", &["text", "json"]) {
         Some(1) => LogFormat::Json,
         _ => LogFormat::Text,
@@ -241,5 +241,9 @@ pub(crate) fn log(ctx: &mut Ctx, v: Option<&Value>) -> LogConfig {
             l
         }
     };
-    LogConfig { format, level }
+    LogConfig {
+        format,
+        level,
+        access: o.boolean(ctx, "access", true),
+    }
 }

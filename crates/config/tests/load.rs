@@ -76,6 +76,7 @@ fn defaults() {
     assert_eq!(c.sessions.ttl, Duration::from_secs(86_400));
     assert_eq!(c.log.format, LogFormat::Text);
     assert_eq!(c.log.level, "info");
+    assert!(c.log.access);
 }
 
 #[test]
@@ -176,6 +177,7 @@ fn every_key_of_the_full_example() {
         "Debug must not print the key"
     );
     assert_eq!(c.log.format, LogFormat::Json);
+    assert!(!c.log.access);
 }
 
 #[test]

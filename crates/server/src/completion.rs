@@ -75,6 +75,7 @@ pub async fn complete(
             (upstream, uri)
         }
     };
+    cx.note_target(&upstream_id, &target);
     rate_limit(cx, METHOD, &upstream_id, &target).await?;
     let upstream = cx.state.upstreams.get(&upstream_id).ok_or_else(|| {
         GatewayError::InvalidParams(format!("{target:?} belongs to no upstream of this route"))

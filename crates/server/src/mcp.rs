@@ -33,6 +33,13 @@ pub struct Cx<'a> {
     /// when `server.trusted_proxies` lists the peer, the caller the peer
     /// names (`junction_policy::client_ip`, read only when a rule needs it).
     pub peer_ip: Option<std::net::IpAddr>,
+    /// Whether this request's access line is written (`log.access`, and the
+    /// `junction::access` target enabled at `info`): decided once, so a
+    /// request pays for what the line needs only when it is written.
+    pub access_log: bool,
+    /// (upstream, target) once the request is routed: the exposed tool or
+    /// prompt, or the resource URI. Kept only for the access line.
+    pub routed: std::sync::OnceLock<(String, String)>,
 }
 
 impl Cx<'_> {
@@ -44,6 +51,15 @@ impl Cx<'_> {
             principal: String::new(),
             identity: None,
             peer_ip: None,
+            access_log: false,
+            routed: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Names the upstream and target of a routed request for its access line.
+    pub fn note_target(&self, upstream: &str, target: &str) {
+        if self.access_log {
+            let _ = self.routed.set((upstream.to_owned(), target.to_owned()));
         }
     }
 
@@ -100,6 +116,8 @@ async fn handled(
     state.hub.attach(state);
     let mut cx = Cx::new(state, route, &parts.headers);
     cx.peer_ip = Some(peer.ip());
+    cx.access_log =
+        state.config.log.access && tracing::enabled!(target: ACCESS, tracing::Level::INFO);
     let outcome = match edge(&cx) {
         Err(e) => Err(e),
         Ok(()) => match authenticate(&mut cx, parts.uri.query()).await {
@@ -107,11 +125,15 @@ async fn handled(
             Ok(()) => edge_and_dispatch(&cx, &parts.method, body).await,
         },
     };
+    let mut refusal = None;
     let (method_label, response) = match outcome {
         Ok((label, r)) if prefers_sse(&parts.headers) => (label, response::as_sse(r).await),
         Ok(ok) => ok,
         Err((label, id, err)) => {
             tracing::debug!(route = %route.path, error = %err, "request refused");
+            if cx.access_log {
+                refusal = Some(err.render().1.code);
+            }
             (label, response::error(id.as_ref(), &err))
         }
     };
@@ -136,7 +158,53 @@ async fn handled(
         .position(|l| *l == method_label)
         .unwrap_or(METHOD_LABELS.len());
     route.ok_series[slot].observe(outcome == "ok", secs, series);
+    if cx.access_log {
+        access_line(&cx, method_label, response.status(), outcome, refusal, secs);
+    }
     response
+}
+
+/// The tracing target of the access log.
+const ACCESS: &str = "junction::access";
+
+/// One line per MCP request (`log.access`): route, method, upstream and
+/// target once routed, HTTP status, outcome, the JSON-RPC error code when
+/// Junction refused the request, duration, the principal's subject and the
+/// client's address (`client_ip`: behind trusted proxies, the caller they
+/// name). Never arguments, results or tokens. A streamed answer is logged
+/// when its response starts, with the duration until then.
+fn access_line(
+    cx: &Cx<'_>,
+    method: &str,
+    status: StatusCode,
+    outcome: &str,
+    refusal: Option<i64>,
+    secs: f64,
+) {
+    let routed = cx.routed.get();
+    let upstream = routed.map(|(u, _)| u.as_str());
+    let target = routed.map(|(_, t)| t.as_str());
+    let principal = cx.identity.as_ref().map(|p| p.subject.as_str());
+    let client = cx
+        .peer_ip
+        .map(|peer| {
+            junction_policy::client_ip(peer, cx.headers, &cx.state.config.server.trusted_proxies)
+        })
+        .map(tracing::field::display);
+    tracing::info!(
+        target: ACCESS,
+        route = %cx.route.path,
+        method,
+        upstream,
+        target,
+        status = status.as_u16(),
+        outcome,
+        error = refusal,
+        duration_ms = (secs * 1e6).round() / 1e3,
+        principal,
+        client,
+        "request"
+    );
 }
 
 type Refusal = (&'static str, Option<Id>, GatewayError);

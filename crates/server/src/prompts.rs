@@ -93,6 +93,7 @@ pub async fn get(
             ));
         }
     }
+    cx.note_target(&upstream, &exposed);
     rate_limit(cx, "prompts/get", &upstream, &exposed).await?;
     params.insert("name".into(), forward::raw_param(&original)?);
     forward::forward(cx, id, &upstream, "prompts/get", &exposed, params, client).await

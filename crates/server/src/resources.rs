@@ -270,6 +270,7 @@ pub async fn read(
             "unknown resource: {uri} (no upstream of this route lists it or a matching template)"
         ))
     })?;
+    cx.note_target(&upstream, &uri);
     rate_limit(cx, "resources/read", &upstream, &uri).await?;
     let mut params = params;
     if own != uri {

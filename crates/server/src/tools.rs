@@ -424,6 +424,7 @@ pub async fn call(
     let tool = catalog
         .resolve(&name)
         .ok_or_else(|| unknown_tool(cx, &catalog, &name))?;
+    cx.note_target(&tool.upstream, &tool.exposed);
     authorize(cx, &tool.exposed)?;
     rate_limit(cx, "tools/call", &tool.upstream, &tool.exposed).await?;
     let upstream = cx
