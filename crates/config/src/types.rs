@@ -285,8 +285,8 @@ pub struct LogConfig {
     pub format: LogFormat,
     /// A level (`info`) or an `EnvFilter` directive list (`info,junction=debug`).
     pub level: String,
-    /// One `junction::access` line per MCP request (default on; the level or
-    /// filter must also let `info` through for that target).
+    /// One `junction::access` line per MCP request (default on; the level
+    /// does not filter it).
     pub access: bool,
 }
 

@@ -33,9 +33,9 @@ pub struct Cx<'a> {
     /// when `server.trusted_proxies` lists the peer, the caller the peer
     /// names (`junction_policy::client_ip`, read only when a rule needs it).
     pub peer_ip: Option<std::net::IpAddr>,
-    /// Whether this request's access line is written (`log.access`, and the
-    /// `junction::access` target enabled at `info`): decided once, so a
-    /// request pays for what the line needs only when it is written.
+    /// Whether this request's access line is written (`log.access`, and
+    /// logging set up): decided once, so a request pays for what the line
+    /// needs only when it is written.
     pub access_log: bool,
     /// (upstream, target) once the request is routed: the exposed tool or
     /// prompt, or the resource URI. Kept only for the access line.
@@ -116,8 +116,7 @@ async fn handled(
     state.hub.attach(state);
     let mut cx = Cx::new(state, route, &parts.headers);
     cx.peer_ip = Some(peer.ip());
-    cx.access_log =
-        state.config.log.access && tracing::enabled!(target: ACCESS, tracing::Level::INFO);
+    cx.access_log = state.config.log.access && junction_telemetry::access_log().is_some();
     let outcome = match edge(&cx) {
         Err(e) => Err(e),
         Ok(()) => match authenticate(&mut cx, parts.uri.query()).await {
@@ -164,15 +163,12 @@ async fn handled(
     response
 }
 
-/// The tracing target of the access log.
-const ACCESS: &str = "junction::access";
-
-/// One line per MCP request (`log.access`): route, method, upstream and
-/// target once routed, HTTP status, outcome, the JSON-RPC error code when
-/// Junction refused the request, duration, the principal's subject and the
-/// client's address (`client_ip`: behind trusted proxies, the caller they
-/// name). Never arguments, results or tokens. A streamed answer is logged
-/// when its response starts, with the duration until then.
+/// The request's line in the access log (`junction_telemetry::AccessLog`):
+/// route, method, upstream and target once routed, HTTP status, outcome, the
+/// JSON-RPC code when Junction refused the request, duration, the principal's
+/// subject and the client's address (`client_ip`: behind trusted proxies, the
+/// caller they name). Never arguments, results or tokens. A streamed answer
+/// is logged when its response starts, with the duration until then.
 fn access_line(
     cx: &Cx<'_>,
     method: &str,
@@ -181,30 +177,25 @@ fn access_line(
     refusal: Option<i64>,
     secs: f64,
 ) {
+    let Some(log) = junction_telemetry::access_log() else {
+        return;
+    };
     let routed = cx.routed.get();
-    let upstream = routed.map(|(u, _)| u.as_str());
-    let target = routed.map(|(_, t)| t.as_str());
-    let principal = cx.identity.as_ref().map(|p| p.subject.as_str());
-    let client = cx
-        .peer_ip
-        .map(|peer| {
-            junction_policy::client_ip(peer, cx.headers, &cx.state.config.server.trusted_proxies)
-        })
-        .map(tracing::field::display);
-    tracing::info!(
-        target: ACCESS,
-        route = %cx.route.path,
+    let trusted = &cx.state.config.server.trusted_proxies;
+    log.write(&junction_telemetry::AccessRecord {
+        route: &cx.route.path,
         method,
-        upstream,
-        target,
-        status = status.as_u16(),
+        upstream: routed.map(|(u, _)| u.as_str()),
+        target: routed.map(|(_, t)| t.as_str()),
+        status: status.as_u16(),
         outcome,
-        error = refusal,
-        duration_ms = (secs * 1e6).round() / 1e3,
-        principal,
-        client,
-        "request"
-    );
+        error: refusal,
+        duration_us: (secs * 1e6) as u64,
+        principal: cx.identity.as_ref().map(|p| p.subject.as_str()),
+        client: cx
+            .peer_ip
+            .map(|peer| junction_policy::client_ip(peer, cx.headers, trusted)),
+    });
 }
 
 type Refusal = (&'static str, Option<Id>, GatewayError);

@@ -5,6 +5,10 @@
 
 use std::sync::OnceLock;
 
+mod access;
+
+pub use access::{access_log, AccessLog, AccessRecord};
+
 use prometheus::{
     Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry,
@@ -311,8 +315,13 @@ pub fn init_logging(format: LogFormat, filter: &str) -> LogGuard {
         .lossy(true)
         .thread_name("junction-log")
         .finish(std::io::BufWriter::new(std::io::stderr()));
+    // Colour only for a person at a terminal: escape codes in a file or a
+    // collector's pipe are noise (and cost more than the rest of the line).
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    access::install(writer.clone(), format);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(writer);
     let installed = match format {
         LogFormat::Json => builder.json().try_init(),
