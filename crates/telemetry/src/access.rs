@@ -4,7 +4,7 @@
 //!
 //! An access line is written for every request, so it is built by hand into
 //! one buffer (integers with `itoa`, strings quoted only where a caller
-//! controls them) and handed to the same non-blocking writer as every other
+//! controls them) and handed to the same buffered writer as every other
 //! line: ~15k instructions per line through `tracing-subscriber`'s
 //! formatter, a fraction of that here. Whether it is written is `log.access`
 //! alone; the log level does not filter it.
@@ -14,9 +14,7 @@ use std::net::IpAddr;
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
-use tracing_appender::non_blocking::NonBlocking;
-
-use crate::LogFormat;
+use crate::{LogBuffer, LogFormat};
 
 /// Where access lines go, once logging is set up (`init_logging`).
 static ACCESS: OnceLock<AccessLog> = OnceLock::new();
@@ -26,13 +24,13 @@ pub fn access_log() -> Option<&'static AccessLog> {
     ACCESS.get()
 }
 
-pub(crate) fn install(writer: NonBlocking, format: LogFormat) {
+pub(crate) fn install(writer: LogBuffer, format: LogFormat) {
     let _ = ACCESS.set(AccessLog { writer, format });
 }
 
 /// The writer and the format of the access lines.
 pub struct AccessLog {
-    writer: NonBlocking,
+    writer: LogBuffer,
     format: LogFormat,
 }
 
@@ -59,12 +57,10 @@ pub struct AccessRecord<'a> {
 }
 
 impl AccessLog {
-    /// Writes one line (dropped, like any log line, when the writer's queue
-    /// is full).
+    /// Queues one line (dropped, like any log line, when stderr is stuck).
     pub fn write(&self, record: &AccessRecord<'_>) {
         let line = render(record, self.format, SystemTime::now());
-        // A clone is a channel sender: one reference count.
-        let _ = self.writer.clone().write_all(&line);
+        self.writer.append(&line);
     }
 }
 

@@ -6,8 +6,10 @@
 use std::sync::OnceLock;
 
 mod access;
+mod writer;
 
 pub use access::{access_log, AccessLog, AccessRecord};
+pub use writer::{LogBuffer, LogGuard};
 
 use prometheus::{
     Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
@@ -289,47 +291,43 @@ pub enum LogFormat {
     Json,
 }
 
-/// Keeps the log writer thread; dropping it writes out what is queued.
-/// Hold it until the process is done logging.
-#[must_use = "dropping the guard stops the log writer"]
-pub struct LogGuard {
-    _writer: Option<tracing_appender::non_blocking::WorkerGuard>,
-}
-
-/// Lines queued for the writer thread before new ones are dropped (not
-/// blocked on): a stalled stderr reader must not stall request handling.
-const LOG_QUEUE_LINES: usize = 128_000;
-
 /// Installs the global tracing subscriber writing to stderr. `filter` is an
 /// env-filter directive such as `info` or `junction=debug`; `RUST_LOG` wins when set.
 ///
 /// Lines are formatted where they are logged and written by a thread of
-/// their own through a buffer it flushes whenever its queue runs dry: under
-/// load many lines go out in one write(2), and one access line per request
-/// costs no system call on the request path.
+/// their own (`writer`): no request pays a system call for its log lines,
+/// and a stalled stderr reader cannot stall request handling.
 pub fn init_logging(format: LogFormat, filter: &str) -> LogGuard {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(filter));
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .buffered_lines_limit(LOG_QUEUE_LINES)
-        .lossy(true)
-        .thread_name("junction-log")
-        .finish(std::io::BufWriter::new(std::io::stderr()));
     // Colour only for a person at a terminal: escape codes in a file or a
     // collector's pipe are noise (and cost more than the rest of the line).
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    access::install(writer.clone(), format);
+    let Ok((buffer, guard)) = writer::start(std::io::stderr()) else {
+        // No thread for the writer: log straight to stderr, as before.
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(ansi)
+            .with_writer(std::io::stderr);
+        let _ = match format {
+            LogFormat::Json => builder.json().try_init(),
+            LogFormat::Text => builder.try_init(),
+        };
+        return LogGuard::none();
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
-        .with_writer(writer);
+        .with_writer(buffer.clone());
     let installed = match format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Text => builder.try_init(),
     };
-    LogGuard {
-        _writer: installed.is_ok().then_some(guard),
+    if installed.is_err() {
+        return LogGuard::none();
     }
+    access::install(buffer, format);
+    guard
 }
 
 #[cfg(test)]
