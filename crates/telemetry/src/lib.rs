@@ -271,7 +271,43 @@ impl Metrics {
         registry.register(Box::new(m.config_reloads_total.clone()))?;
         registry.register(Box::new(m.config_last_reload_success.clone()))?;
         registry.register(Box::new(m.open_streams.clone()))?;
+        registry.register(Box::new(DroppedLogLines::new()?))?;
         Ok(Metrics(std::sync::Arc::new(m)))
+    }
+}
+
+/// `junction_log_lines_dropped_total`: the log writer's count
+/// ([`writer::dropped_lines`]), brought up to date at each scrape.
+struct DroppedLogLines {
+    counter: IntCounter,
+    /// One scrape at a time adds the difference.
+    sync: std::sync::Mutex<()>,
+}
+
+impl DroppedLogLines {
+    fn new() -> Result<DroppedLogLines, prometheus::Error> {
+        Ok(DroppedLogLines {
+            counter: IntCounter::new(
+                "junction_log_lines_dropped_total",
+                "Log lines dropped because stderr did not keep up",
+            )?,
+            sync: std::sync::Mutex::new(()),
+        })
+    }
+}
+
+impl prometheus::core::Collector for DroppedLogLines {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        self.counter.desc()
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        let _one = self.sync.lock().unwrap_or_else(|e| e.into_inner());
+        let (dropped, shown) = (writer::dropped_lines(), self.counter.get());
+        if dropped > shown {
+            self.counter.inc_by(dropped - shown);
+        }
+        self.counter.collect()
     }
 }
 
@@ -333,6 +369,24 @@ pub fn init_logging(format: LogFormat, filter: &str) -> LogGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dropped_log_lines_are_read_from_the_writer_at_each_scrape() {
+        let registry = Registry::new();
+        assert!(Metrics::new(&registry).is_ok());
+        let before = writer::dropped_lines();
+        let text = String::from_utf8(render(&registry)).unwrap_or_default();
+        let after = writer::dropped_lines();
+        let shown = text
+            .lines()
+            .find_map(|l| l.strip_prefix("junction_log_lines_dropped_total "))
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        // Other tests in this binary drop lines on purpose, concurrently.
+        assert!(
+            shown.is_some_and(|n| (before..=after).contains(&n)),
+            "{shown:?} not in {before}..={after}:\n{text}"
+        );
+    }
 
     #[test]
     fn ok_series_keeps_the_ok_pair_and_looks_others_up_each_time() {

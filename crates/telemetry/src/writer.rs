@@ -15,6 +15,7 @@
 //! everything (`LogGuard`).
 
 use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -22,6 +23,17 @@ use std::time::Duration;
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
 const FLUSH_AT: usize = 256 * 1024;
 const CAP: usize = 8 * 1024 * 1024;
+/// How long an exit waits for the writer to write out what is waiting: a
+/// stderr nobody reads must not keep the process from ending.
+const EXIT_WAIT: Duration = Duration::from_secs(2);
+
+/// Lines dropped since the process started (`junction_log_lines_dropped_total`).
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Log lines dropped so far because stderr did not keep up.
+pub fn dropped_lines() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
+}
 
 /// The shared buffer; cloning it is one reference count.
 #[derive(Clone)]
@@ -29,6 +41,8 @@ pub struct LogBuffer(Arc<Shared>);
 
 struct Shared {
     state: Mutex<State>,
+    /// Wakes the writer (closed, or `FLUSH_AT` reached) and whoever waits
+    /// for it to finish (`done`).
     wake: Condvar,
 }
 
@@ -37,6 +51,8 @@ struct State {
     waiting: Vec<u8>,
     dropped: u64,
     closed: bool,
+    /// The writer has written out everything and returned.
+    done: bool,
 }
 
 impl Shared {
@@ -61,11 +77,12 @@ impl LogBuffer {
         let len = state.waiting.len();
         if len + lines.len() > CAP {
             state.dropped += 1;
+            DROPPED.fetch_add(1, Ordering::Relaxed);
             return;
         }
         state.waiting.extend_from_slice(lines);
         if len < FLUSH_AT && len + lines.len() >= FLUSH_AT {
-            self.0.wake.notify_one();
+            self.0.wake.notify_all();
         }
     }
 }
@@ -91,7 +108,8 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuffer {
 }
 
 /// Keeps the writer thread; dropping it writes out what is waiting and stops
-/// the thread. Hold it until the process is done logging.
+/// the thread, waiting for it at most `EXIT_WAIT`. Hold it until the process
+/// is done logging.
 #[must_use = "dropping the guard stops the log writer"]
 pub struct LogGuard {
     buffer: Option<LogBuffer>,
@@ -109,10 +127,25 @@ impl LogGuard {
 
 impl Drop for LogGuard {
     fn drop(&mut self) {
-        if let Some(buffer) = self.buffer.take() {
-            buffer.0.lock().closed = true;
-            buffer.0.wake.notify_one();
+        let Some(buffer) = self.buffer.take() else {
+            return;
+        };
+        let mut state = buffer.0.lock();
+        state.closed = true;
+        buffer.0.wake.notify_all();
+        let deadline = std::time::Instant::now() + EXIT_WAIT;
+        while !state.done {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                // Stuck writing: leave the thread to the process's exit.
+                return;
+            }
+            state = match buffer.0.wake.wait_timeout(state, left) {
+                Ok((state, _)) => state,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
         }
+        drop(state);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -161,6 +194,8 @@ fn write_out<W: Write>(shared: &Shared, mut out: W) {
             tracing::warn!(dropped, "log lines dropped: stderr did not keep up");
         }
         if closed {
+            shared.lock().done = true;
+            shared.wake.notify_all();
             return;
         }
     }
@@ -231,8 +266,29 @@ mod tests {
         assert!(state.waiting.len() <= CAP);
         assert!(state.dropped > 0);
         drop(state);
+        assert!(dropped_lines() > 0);
         drop(stuck);
         drop(guard);
         assert!(text(&sink).len() <= 2 * CAP);
+    }
+
+    #[test]
+    fn an_exit_does_not_wait_forever_for_a_stderr_nobody_reads() {
+        let sink = Sink::default();
+        let stuck = sink.0.lock().unwrap_or_else(|e| e.into_inner());
+        let Ok((buffer, guard)) = start(sink.clone()) else {
+            panic!("writer thread");
+        };
+        buffer.append(&[b'x'; FLUSH_AT]);
+        // The writer is now blocked on the sink; the guard's drop must still
+        // return (bounded by EXIT_WAIT), which a thread reports here.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop(guard);
+            let _ = tx.send(());
+        });
+        let returned = rx.recv_timeout(Duration::from_secs(30)).is_ok();
+        drop(stuck);
+        assert!(returned, "dropping the guard hung on a stuck writer");
     }
 }
