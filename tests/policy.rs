@@ -404,6 +404,25 @@ async fn behind_a_trusted_proxy_the_client_ip_key_is_the_address_it_forwards() {
     assert_eq!(w.up.calls("echo").len(), 5);
 }
 
+#[tokio::test]
+async fn trusting_every_address_is_warned_about() {
+    let w = world_with(", trusted_proxies: ['0.0.0.0/0', 10.0.0.0/8]", "").await;
+    let mut warned = String::new();
+    for _ in 0..100 {
+        warned =
+            w.gw.stderr()
+                .lines()
+                .filter(|l| l.contains("WARN") && l.contains("trusts every address"))
+                .collect();
+        if !warned.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(warned.contains("0.0.0.0/0"), "{}", w.gw.stderr());
+    assert!(!warned.contains("10.0.0.0/8"), "{warned}");
+}
+
 /// The `junction::access` lines of the gateway's JSON log so far, once at
 /// least `n` are there (a thread of its own writes the log).
 async fn access_lines(gw: &Gateway, n: usize) -> Vec<Value> {

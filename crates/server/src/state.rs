@@ -154,6 +154,11 @@ impl State {
         previous: Option<&State>,
     ) -> Result<State, BuildError> {
         let config = Arc::new(config);
+        for net in &config.server.trusted_proxies {
+            if net.prefix_len() == 0 {
+                tracing::warn!(%net, "server.trusted_proxies trusts every address: any client's X-Forwarded-For is believed, so a caller can choose its own client_ip rate-limit bucket");
+            }
+        }
         let mut upstreams = HashMap::new();
         for (index, u) in config.upstreams.iter().enumerate() {
             let spec = upstream_spec(u, env).map_err(|message| BuildError::Upstream {
