@@ -234,7 +234,8 @@ mod tests {
         buffer.append(b"one\n");
         buffer.append(b"two\n");
         let mut waited = Duration::ZERO;
-        while text(&sink).is_empty() && waited < Duration::from_secs(5) {
+        // The two may go out in one batch or in two.
+        while text(&sink).lines().count() < 2 && waited < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(10));
             waited += Duration::from_millis(10);
         }
@@ -259,14 +260,14 @@ mod tests {
         // after piles up to CAP, then is dropped and counted.
         let line = [b'x'; 1023];
         let line = [&line[..], b"\n"].concat();
+        let before = dropped_lines();
         for _ in 0..(3 * CAP / line.len()) {
             buffer.append(&line);
         }
-        let state = buffer.0.lock();
-        assert!(state.waiting.len() <= CAP);
-        assert!(state.dropped > 0);
-        drop(state);
-        assert!(dropped_lines() > 0);
+        assert!(buffer.0.lock().waiting.len() <= CAP);
+        // Counted in the process-wide total (the writer may already have
+        // taken the batch's own count for its warning).
+        assert!(dropped_lines() > before);
         drop(stuck);
         drop(guard);
         assert!(text(&sink).len() <= 2 * CAP);
