@@ -500,20 +500,24 @@ async fn every_request_gets_one_access_line_without_arguments_or_tokens() {
 
 #[tokio::test]
 async fn log_access_false_writes_no_access_lines() {
-    let w = world("log: {format: json, access: false}\n").await;
+    let w = world("log: {format: json, level: debug, access: false}\n").await;
     let alice = TestClient::modern(&w.gw.url("/mcp"))
         .with_header("authorization", &bearer(&token("alice", "tools.read")));
     assert_eq!(alice.call_tool("up__echo", json!({})).await.status, 200);
-    // The log itself works: the listening line is in it.
-    let mut listening = false;
+    // A refused call logs "request refused" (debug) after the call above
+    // would have logged its access line: once it is in the log, so would be
+    // any access line of either request.
+    let unknown = alice.call_tool("up__no_such_tool", json!({})).await;
+    assert_eq!(unknown.error_code(), Some(-32602));
+    let mut refused = false;
     for _ in 0..100 {
-        listening = w.gw.stderr().contains("junction listening");
-        if listening {
+        refused = w.gw.stderr().contains("request refused");
+        if refused {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(listening, "{}", w.gw.stderr());
+    assert!(refused, "{}", w.gw.stderr());
     assert!(access_lines(&w.gw, 0).await.is_empty(), "{}", w.gw.stderr());
 }
 
