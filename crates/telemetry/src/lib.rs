@@ -334,36 +334,36 @@ pub enum LogFormat {
 /// their own (`writer`): no request pays a system call for its log lines,
 /// and a stalled stderr reader cannot stall request handling.
 pub fn init_logging(format: LogFormat, filter: &str) -> LogGuard {
+    let Ok((buffer, guard)) = writer::start(std::io::stderr()) else {
+        // No thread for the writer: log straight to stderr.
+        let _ = install(format, filter, std::io::stderr);
+        return LogGuard::none();
+    };
+    if !install(format, filter, buffer.clone()) {
+        return LogGuard::none();
+    }
+    access::install(buffer, format);
+    guard
+}
+
+/// The global subscriber writing to `writer`; false if one was installed.
+fn install<W>(format: LogFormat, filter: &str, writer: W) -> bool
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(filter));
     // Colour only for a person at a terminal: escape codes in a file or a
     // collector's pipe are noise (and cost more than the rest of the line).
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let Ok((buffer, guard)) = writer::start(std::io::stderr()) else {
-        // No thread for the writer: log straight to stderr, as before.
-        let builder = tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_ansi(ansi)
-            .with_writer(std::io::stderr);
-        let _ = match format {
-            LogFormat::Json => builder.json().try_init(),
-            LogFormat::Text => builder.try_init(),
-        };
-        return LogGuard::none();
-    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
-        .with_writer(buffer.clone());
-    let installed = match format {
-        LogFormat::Json => builder.json().try_init(),
-        LogFormat::Text => builder.try_init(),
-    };
-    if installed.is_err() {
-        return LogGuard::none();
+        .with_writer(writer);
+    match format {
+        LogFormat::Json => builder.json().try_init().is_ok(),
+        LogFormat::Text => builder.try_init().is_ok(),
     }
-    access::install(buffer, format);
-    guard
 }
 
 #[cfg(test)]
