@@ -547,6 +547,9 @@ tests:
       - {series: 'junction_config_last_reload_success{$sel,pod="a"}', values: '1 1 0x18'}
       - {series: 'junction_config_last_reload_success{$sel,pod="b"}', values: '1x20'}
       - {series: 'junction_config_last_reload_success{job="other",namespace="$namespace",pod="c"}', values: '0x20'}
+      # Pod a starts dropping log lines at minute 4; pod b never does.
+      - {series: 'junction_log_lines_dropped_total{$sel,pod="a"}', values: '0 0 0 0 50+50x16'}
+      - {series: 'junction_log_lines_dropped_total{$sel,pod="b"}', values: '0x20'}
     alert_rule_test:
       - {eval_time: 3m, alertname: JunctionUpstreamDown, exp_alerts: []}
       - eval_time: 10m
@@ -592,6 +595,14 @@ tests:
             exp_annotations:
               summary: Junction a rejected its new config
               description: 'The last config reload on a failed; it keeps serving the previous config. See its logs ("config reload failed") or run junction validate on the ConfigMap.'
+      - {eval_time: 3m, alertname: JunctionLogLinesDropped, exp_alerts: []}
+      - eval_time: 10m
+        alertname: JunctionLogLinesDropped
+        exp_alerts:
+          - exp_labels: {severity: warning, job: $release, namespace: $namespace, pod: a}
+            exp_annotations:
+              summary: Junction a drops log lines
+              description: 'Junction a dropped log lines, access lines among them: its stderr is not read fast enough (8 MiB were waiting). Check the node''s log collector.'
 EOF
   check "promtool test rules: alerts fire and stay quiet as intended" \
     bash -c "cd '$work/rules-default' && '$promtool' test rules tests.yaml"
