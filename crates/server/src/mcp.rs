@@ -29,9 +29,7 @@ pub struct Cx<'a> {
     pub principal: String,
     /// The authenticated caller, when `auth` is configured.
     pub identity: Option<junction_policy::Principal>,
-    /// The TCP peer's address. The `client_ip` rate key is this address or,
-    /// when `server.trusted_proxies` lists the peer, the caller the peer
-    /// names (`junction_policy::client_ip`, read only when a rule needs it).
+    /// The TCP peer's address (see [`Cx::client_ip`]).
     pub peer_ip: Option<std::net::IpAddr>,
     /// Whether this request's access line is written (`log.access`, and
     /// logging set up): decided once, so a request pays for what the line
@@ -54,6 +52,16 @@ impl Cx<'_> {
             access_log: false,
             routed: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The caller's address, for the `client_ip` rate key and the access
+    /// line: the peer, or, when `server.trusted_proxies` lists the peer, the
+    /// caller it names (`junction_policy::client_ip`). Read only by those
+    /// that need it.
+    pub fn client_ip(&self) -> Option<std::net::IpAddr> {
+        let trusted = &self.state.config.server.trusted_proxies;
+        self.peer_ip
+            .map(|peer| junction_policy::client_ip(peer, self.headers, trusted))
     }
 
     /// Names the upstream and target of a routed request for its access line.
@@ -130,10 +138,9 @@ async fn handled(
         Ok(ok) => ok,
         Err((label, id, err)) => {
             tracing::debug!(route = %route.path, error = %err, "request refused");
-            if cx.access_log {
-                refusal = Some(err.render().1.code);
-            }
-            (label, response::error(id.as_ref(), &err))
+            let (response, code) = response::error(id.as_ref(), &err);
+            refusal = Some(code);
+            (label, response)
         }
     };
     let outcome = if response.status().is_success() {
@@ -181,7 +188,6 @@ fn access_line(
         return;
     };
     let routed = cx.routed.get();
-    let trusted = &cx.state.config.server.trusted_proxies;
     log.write(&junction_telemetry::AccessRecord {
         route: &cx.route.path,
         method,
@@ -192,9 +198,7 @@ fn access_line(
         error: refusal,
         duration_us: (secs * 1e6) as u64,
         principal: cx.identity.as_ref().map(|p| p.subject.as_str()),
-        client: cx
-            .peer_ip
-            .map(|peer| junction_policy::client_ip(peer, cx.headers, trusted)),
+        client: cx.client_ip(),
     });
 }
 

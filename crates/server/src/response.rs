@@ -44,7 +44,9 @@ pub fn text(status: StatusCode, body: &'static str) -> Response<Body> {
     r
 }
 
-pub fn error(id: Option<&Id>, err: &GatewayError) -> Response<Body> {
+/// The response for a refused request, with its JSON-RPC error code (for the
+/// access line: the error is rendered once).
+pub fn error(id: Option<&Id>, err: &GatewayError) -> (Response<Body>, i64) {
     let (status, rpc) = err.render();
     let mut r = json(status, error_bytes(id, &rpc));
     for (name, value) in err.headers() {
@@ -52,7 +54,7 @@ pub fn error(id: Option<&Id>, err: &GatewayError) -> Response<Body> {
             r.headers_mut().insert(name, v);
         }
     }
-    r
+    (r, rpc.code)
 }
 
 /// One SSE event carrying one JSON-RPC message.

@@ -346,13 +346,11 @@ pub async fn rate_limit(
     } else {
         cx.principal.as_str()
     };
-    // Read behind trusted proxies only when a rule keys on it.
-    let client_ip = match cx.peer_ip {
-        Some(peer) if limiter.keys_on_client_ip() => {
-            let trusted = &cx.state.config.server.trusted_proxies;
-            junction_policy::client_ip(peer, cx.headers, trusted).to_string()
-        }
-        _ => String::new(),
+    // Read (behind trusted proxies) only when a rule keys on it.
+    let client_ip = if limiter.keys_on_client_ip() {
+        cx.client_ip().map(|ip| ip.to_string()).unwrap_or_default()
+    } else {
+        String::new()
     };
     let key = junction_policy::RateKeyParts {
         method,
