@@ -49,7 +49,6 @@ struct Shared {
 #[derive(Default)]
 struct State {
     waiting: Vec<u8>,
-    dropped: u64,
     closed: bool,
     /// The writer has written out everything and returned.
     done: bool,
@@ -76,7 +75,6 @@ impl LogBuffer {
         let mut state = self.0.lock();
         let len = state.waiting.len();
         if len + lines.len() > CAP {
-            state.dropped += 1;
             DROPPED.fetch_add(1, Ordering::Relaxed);
             return;
         }
@@ -168,8 +166,10 @@ pub(crate) fn start<W: Write + Send + 'static>(out: W) -> std::io::Result<(LogBu
 
 fn write_out<W: Write>(shared: &Shared, mut out: W) {
     let mut batch = Vec::new();
+    // Drops already reported in a warning.
+    let mut reported = dropped_lines();
     loop {
-        let (closed, dropped) = {
+        let closed = {
             let mut state = shared.lock();
             if !state.closed && state.waiting.len() < FLUSH_AT {
                 state = match shared.wake.wait_timeout(state, FLUSH_EVERY) {
@@ -178,7 +178,7 @@ fn write_out<W: Write>(shared: &Shared, mut out: W) {
                 };
             }
             std::mem::swap(&mut state.waiting, &mut batch);
-            (state.closed, std::mem::take(&mut state.dropped))
+            state.closed
         };
         if !batch.is_empty() {
             let _ = out.write_all(&batch).and_then(|()| out.flush());
@@ -188,9 +188,12 @@ fn write_out<W: Write>(shared: &Shared, mut out: W) {
                 batch = Vec::new();
             }
         }
-        if dropped > 0 {
+        let total = dropped_lines();
+        if total > reported {
             // Logged like any line, so it has the configured format; it goes
             // out with the next batch.
+            let dropped = total - reported;
+            reported = total;
             tracing::warn!(dropped, "log lines dropped: stderr did not keep up");
         }
         if closed {
@@ -265,8 +268,6 @@ mod tests {
             buffer.append(&line);
         }
         assert!(buffer.0.lock().waiting.len() <= CAP);
-        // Counted in the process-wide total (the writer may already have
-        // taken the batch's own count for its warning).
         assert!(dropped_lines() > before);
         drop(stuck);
         drop(guard);
