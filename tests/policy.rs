@@ -83,6 +83,12 @@ async fn world_with(server_keys: &str, extra: &str) -> World {
             MockTool::echo("echo"),
             MockTool::echo("admin"),
             MockTool::new("mrtr", json!({"type": "object"}), Behavior::InputRequired),
+            // 50 progress steps, 10 ms apart: an answer streamed for 0.5 s.
+            MockTool::new(
+                "progress",
+                json!({"type": "object"}),
+                Behavior::Progress { steps: 50 },
+            ),
         ],
     ))
     .await;
@@ -96,7 +102,7 @@ auth:
   jwt: {{issuer: "{ISSUER}", jwks_file: "{jwks}"}}
   scopes_supported: [tools.read, tools.admin]
   rules:
-    - {{scopes: [tools.read], tools: ["up__echo", "up__mrtr"]}}
+    - {{scopes: [tools.read], tools: ["up__echo", "up__mrtr", "up__progress"]}}
     - {{scopes: [tools.admin], tools: ["up__*"]}}
 {extra}
 "#,
@@ -211,13 +217,16 @@ async fn scopes_filter_the_catalog_and_calls_outside_the_grant_get_a_step_up_cha
         .with_header("authorization", &bearer(&token("alice", "tools.read")))
         .with_header("cookie", "sid=secret-cookie");
     let list = reader.request("tools/list", json!({})).await;
-    assert_eq!(names(list.result()), vec!["up__echo", "up__mrtr"]);
+    assert_eq!(
+        names(list.result()),
+        vec!["up__echo", "up__mrtr", "up__progress"]
+    );
     assert_eq!(list.result()["cacheScope"], "private");
     let admin = TestClient::modern(&url)
         .with_header("authorization", &bearer(&token("root", "tools.admin")));
     assert_eq!(
         names(admin.request("tools/list", json!({})).await.result()),
-        vec!["up__admin", "up__echo", "up__mrtr"]
+        vec!["up__admin", "up__echo", "up__mrtr", "up__progress"]
     );
 
     assert_eq!(
@@ -496,6 +505,47 @@ async fn every_request_gets_one_access_line_without_arguments_or_tokens() {
     let log = w.gw.stderr();
     assert!(!log.contains("s3cr3t-argument"), "arguments logged:\n{log}");
     assert!(!log.contains(&alice_token), "token logged:\n{log}");
+}
+
+#[tokio::test]
+async fn a_streamed_answer_is_logged_when_it_ends_with_its_whole_duration() {
+    let w = world("log: {format: json}\n").await;
+    let alice = TestClient::modern(&w.gw.url("/mcp"))
+        .with_header("authorization", &bearer(&token("alice", "tools.read")));
+    let params = json!({"name": "up__progress", "arguments": {}, "_meta": {"progressToken": "p"}});
+    let started = std::time::Instant::now();
+    let streamed = alice.request("tools/call", params.clone()).await;
+    let seen = started.elapsed();
+    assert!(streamed.is_sse(), "progress streams as SSE");
+    assert_eq!(
+        streamed.events.len(),
+        51,
+        "50 progress notifications and the result"
+    );
+    // The same call, closed by the client after its first message.
+    let mut cut = alice.stream("tools/call", params, vec![]).await;
+    assert!(cut.next(Duration::from_secs(5)).await.is_some());
+    drop(cut);
+    assert!(w.up.saw_cancellation(Duration::from_secs(5)).await);
+
+    let lines = access_lines(&w.gw, 2).await;
+    assert_eq!(lines.len(), 2, "{}", w.gw.stderr());
+    let (whole, aborted) = (&lines[0], &lines[1]);
+    for line in [whole, aborted] {
+        assert_eq!(line["target"], "up__progress", "{line}");
+        assert_eq!(line["status"], 200, "{line}");
+        assert_eq!(line["principal"], "alice", "{line}");
+    }
+    assert_eq!(whole["outcome"], "ok", "{whole}");
+    // Written when the stream ended, not when its first message went out:
+    // the upstream spent at least 50 x 10 ms on it, and the client saw it
+    // end after `seen`.
+    let took = whole["duration_us"].as_u64().unwrap();
+    assert!(
+        (500_000..=seen.as_micros() as u64).contains(&took),
+        "duration_us {took}, client saw {seen:?}: {whole}"
+    );
+    assert_eq!(aborted["outcome"], "aborted", "{aborted}");
 }
 
 #[tokio::test]

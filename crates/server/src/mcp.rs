@@ -5,13 +5,15 @@
 
 use std::borrow::Cow;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Frame, Incoming, SizeHint};
 use junction_protocol::jsonrpc::{parse_client_message, ClientMessage, Id, RawParams};
 use junction_protocol::version;
 
@@ -164,42 +166,111 @@ async fn handled(
         .position(|l| *l == method_label)
         .unwrap_or(METHOD_LABELS.len());
     route.ok_series[slot].observe(outcome == "ok", secs, series);
-    if cx.access_log {
-        access_line(&cx, method_label, response.status(), outcome, refusal, secs);
+    if !cx.access_log {
+        return response;
     }
-    response
+    let line = AccessLine {
+        route: Arc::clone(route),
+        method: method_label,
+        client: cx.client_ip(),
+        routed: cx.routed.take(),
+        status: response.status().as_u16(),
+        error: refusal,
+        principal: cx.identity.take().map(|p| p.subject),
+        started,
+    };
+    if response.body().size_hint().exact().is_some() {
+        line.write(outcome);
+        response
+    } else {
+        response.map(|body| {
+            LoggedStream {
+                body,
+                line,
+                ended: false,
+            }
+            .boxed()
+        })
+    }
 }
 
-/// The request's line in the access log (`junction_telemetry::AccessLog`):
+/// A request's line in the access log (`junction_telemetry::AccessLog`):
 /// route, method, upstream and target once routed, HTTP status, outcome, the
 /// JSON-RPC code when Junction refused the request, duration, the principal's
 /// subject and the client's address (`client_ip`: behind trusted proxies, the
-/// caller they name). Never arguments, results or tokens. A streamed answer
-/// is logged when its response starts, with the duration until then.
-fn access_line(
-    cx: &Cx<'_>,
-    method: &str,
-    status: StatusCode,
-    outcome: &str,
-    refusal: Option<i64>,
-    secs: f64,
-) {
-    let Some(log) = junction_telemetry::access_log() else {
-        return;
-    };
-    let routed = cx.routed.get();
-    log.write(&junction_telemetry::AccessRecord {
-        route: &cx.route.path,
-        method,
-        upstream: routed.map(|(u, _)| u.as_str()),
-        target: routed.map(|(_, t)| t.as_str()),
-        status: status.as_u16(),
-        outcome,
-        error: refusal,
-        duration_us: (secs * 1e6) as u64,
-        principal: cx.identity.as_ref().map(|p| p.subject.as_str()),
-        client: cx.client_ip(),
-    });
+/// caller they name). Never arguments, results or tokens. Taken from the
+/// request once its response is ready; a streamed answer's line is written
+/// when the stream ends ([`LoggedStream`]), so its duration is the whole
+/// exchange.
+struct AccessLine {
+    route: Arc<RouteState>,
+    method: &'static str,
+    routed: Option<(String, String)>,
+    status: u16,
+    error: Option<i64>,
+    principal: Option<String>,
+    client: Option<std::net::IpAddr>,
+    started: Instant,
+}
+
+impl AccessLine {
+    fn write(&self, outcome: &str) {
+        let Some(log) = junction_telemetry::access_log() else {
+            return;
+        };
+        log.write(&junction_telemetry::AccessRecord {
+            route: &self.route.path,
+            method: self.method,
+            upstream: self.routed.as_ref().map(|(u, _)| u.as_str()),
+            target: self.routed.as_ref().map(|(_, t)| t.as_str()),
+            status: self.status,
+            outcome,
+            error: self.error,
+            duration_us: self.started.elapsed().as_micros() as u64,
+            principal: self.principal.as_deref(),
+            client: self.client,
+        });
+    }
+}
+
+/// A streamed answer (SSE) whose access line is written when the stream is
+/// done: outcome `ok` once it reached its end, `aborted` when it was dropped
+/// before (the client went away, or the connection was cut).
+struct LoggedStream {
+    body: Body,
+    line: AccessLine,
+    ended: bool,
+}
+
+impl hyper::body::Body for LoggedStream {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if let Poll::Ready(None) = polled {
+            self.ended = true;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for LoggedStream {
+    fn drop(&mut self) {
+        let ended = self.ended || self.body.is_end_stream();
+        self.line.write(if ended { "ok" } else { "aborted" });
+    }
 }
 
 type Refusal = (&'static str, Option<Id>, GatewayError);

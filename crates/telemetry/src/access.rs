@@ -46,7 +46,8 @@ pub struct AccessRecord<'a> {
     /// Exposed tool or prompt, or the resource URI, once routed.
     pub target: Option<&'a str>,
     pub status: u16,
-    /// `ok` or `error`.
+    /// `ok` or `error`; for a streamed answer, `ok` once it reached its end
+    /// or `aborted` when it was closed before.
     pub outcome: &'a str,
     /// The JSON-RPC code when Junction refused the request.
     pub error: Option<i64>,
