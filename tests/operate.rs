@@ -229,6 +229,34 @@ async fn health_readiness_and_metrics() {
     assert_eq!(get(&listening.url("/readyz")).await.0, 200);
 }
 
+#[tokio::test]
+async fn upstream_connections_are_counted_as_opened_and_open() {
+    let (up, gw) = one_echo_upstream().await;
+    let c = TestClient::modern(&gw.url("/mcp"));
+    let opened = "junction_upstream_connections_opened_total{upstream=\"up\"}";
+    let open = "junction_upstream_connections{upstream=\"up\"}";
+    let scrape = || async { get(&gw.url("/metrics")).await.1 };
+    assert_eq!(c.call_tool("up__echo", json!({})).await.status, 200);
+    let before = metric(&scrape().await, opened).unwrap();
+    assert!(before >= 1.0);
+    // Calls one after another reuse the pooled connection.
+    for _ in 0..5 {
+        assert_eq!(c.call_tool("up__echo", json!({})).await.status, 200);
+    }
+    let warm = scrape().await;
+    assert_eq!(metric(&warm, opened), Some(before), "{warm}");
+    assert!(metric(&warm, open).unwrap() >= 1.0, "{warm}");
+    // The upstream drops every connection: none is counted open any more,
+    // and the next call opens a new one.
+    up.set_down(true).await;
+    assert!(eventually(|| async { metric(&scrape().await, open) == Some(0.0) }).await);
+    up.set_down(false).await;
+    assert_eq!(c.call_tool("up__echo", json!({})).await.status, 200);
+    let after = scrape().await;
+    assert!(metric(&after, opened).unwrap() > before, "{after}");
+    assert!(metric(&after, open).unwrap() >= 1.0, "{after}");
+}
+
 /// A modern `tools/list` POST for a hyper client.
 fn tools_list_request(url: String) -> hyper::Request<http_body_util::Full<bytes::Bytes>> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {

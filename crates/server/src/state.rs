@@ -191,6 +191,14 @@ impl State {
                 id: u.id.clone(),
                 message: e.to_string(),
             })?;
+            if is_http {
+                client.count_connections(junction_upstream::ConnCounters {
+                    opened: metrics
+                        .upstream_connections_opened_total
+                        .with_label_values(&[&u.id]),
+                    open: metrics.upstream_connections.with_label_values(&[&u.id]),
+                });
+            }
             let source: Arc<dyn ToolSource> =
                 Arc::new(UpstreamSource(client.clone(), metrics.clone()));
             upstreams.insert(

@@ -63,6 +63,8 @@ pub struct MetricFamilies {
     pub upstream_requests_total: IntCounterVec,
     pub upstream_up: IntGaugeVec,
     pub upstream_tools: IntGaugeVec,
+    pub upstream_connections_opened_total: IntCounterVec,
+    pub upstream_connections: IntGaugeVec,
     pub tools_dropped_total: IntCounterVec,
     pub catalog_lookups_total: IntCounterVec,
     pub tool_call_duration_seconds: HistogramVec,
@@ -197,6 +199,20 @@ impl Metrics {
                 ),
                 &["upstream"],
             )?,
+            upstream_connections_opened_total: IntCounterVec::new(
+                Opts::new(
+                    "junction_upstream_connections_opened_total",
+                    "Connections opened to an HTTP upstream (TCP, TLS and HTTP handshake done)",
+                ),
+                &["upstream"],
+            )?,
+            upstream_connections: IntGaugeVec::new(
+                Opts::new(
+                    "junction_upstream_connections",
+                    "Open connections to an HTTP upstream, in use or idle in the pool",
+                ),
+                &["upstream"],
+            )?,
             tools_dropped_total: IntCounterVec::new(
                 Opts::new(
                     "junction_tools_dropped_total",
@@ -271,6 +287,8 @@ impl Metrics {
         registry.register(Box::new(m.config_reloads_total.clone()))?;
         registry.register(Box::new(m.config_last_reload_success.clone()))?;
         registry.register(Box::new(m.open_streams.clone()))?;
+        registry.register(Box::new(m.upstream_connections_opened_total.clone()))?;
+        registry.register(Box::new(m.upstream_connections.clone()))?;
         registry.register(Box::new(DroppedLogLines::new()?))?;
         Ok(Metrics(std::sync::Arc::new(m)))
     }

@@ -155,6 +155,16 @@ enum Transport {
     Stdio(stdio::StdioTransport),
 }
 
+/// Where an HTTP upstream's pool counts its connections: `opened` once per
+/// connection made (TCP, TLS, HTTP handshake), `open` while it lives (in use
+/// or idle). Shared by an upstream's pools across reloads, so the gauge stays
+/// exact while an old pool's connections close.
+#[derive(Clone)]
+pub struct ConnCounters {
+    pub opened: prometheus::IntCounter,
+    pub open: prometheus::IntGauge,
+}
+
 pub struct Upstream {
     id: String,
     timeout: Duration,
@@ -277,6 +287,15 @@ impl Upstream {
         tokio::time::timeout_at(deadline, fut)
             .await
             .unwrap_or(Err(UpstreamError::Timeout))
+    }
+
+    /// Counts this upstream's connections into `counters` from now on: HTTP
+    /// upstreams only (a stdio child is one pipe, not a pool). Set once; later
+    /// calls change nothing.
+    pub fn count_connections(&self, counters: ConnCounters) {
+        if let Transport::Http(t) = &self.transport {
+            t.count_connections(counters);
+        }
     }
 
     /// Passive health: false while the circuit breaker is open or probing.

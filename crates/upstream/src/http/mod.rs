@@ -117,6 +117,10 @@ impl HttpTransport {
         })
     }
 
+    pub(crate) fn count_connections(&self, counters: crate::ConnCounters) {
+        self.wire.pool.count_connections(counters);
+    }
+
     pub(crate) async fn era(&self, deadline: Instant) -> Result<Era, UpstreamError> {
         Ok(self.ensure_ready(deadline).await?.era())
     }

@@ -20,7 +20,7 @@ use std::error::Error as StdError;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -81,6 +81,8 @@ pub(crate) struct Pool {
     idle_limit: Duration,
     /// Whether the task that closes connections idle past `idle_limit` runs.
     reaper: AtomicBool,
+    /// Where connections are counted, once the server has said so.
+    counters: OnceLock<crate::ConnCounters>,
 }
 
 pub(crate) fn chain(e: &dyn StdError) -> String {
@@ -117,6 +119,7 @@ impl Pool {
             h2: Mutex::new(None),
             idle_limit: IDLE_LIMIT,
             reaper: AtomicBool::new(false),
+            counters: OnceLock::new(),
         })
     }
 
@@ -217,14 +220,35 @@ impl Pool {
         }
     }
 
-    /// Runs a new connection in its own task until it closes.
+    /// Counts this pool's connections from now on (`Upstream::count_connections`).
+    pub(crate) fn count_connections(&self, counters: crate::ConnCounters) {
+        let _ = self.counters.set(counters);
+    }
+
+    /// Runs a new connection in its own task until it closes, counted as
+    /// opened and, while its task runs, as open.
     fn drive(
         &self,
         conn: impl Future<Output = hyper::Result<()>> + Send + 'static,
         version: &'static str,
     ) {
+        struct Open(Option<prometheus::IntGauge>);
+        impl Drop for Open {
+            fn drop(&mut self) {
+                if let Some(g) = &self.0 {
+                    g.dec();
+                }
+            }
+        }
+        let open = self.counters.get().map(|c| {
+            c.opened.inc();
+            c.open.inc();
+            c.open.clone()
+        });
+        let open = Open(open);
         let url = self.url.clone();
         tokio::spawn(async move {
+            let _open = open;
             if let Err(e) = conn.await {
                 tracing::debug!(%url, version, error = %chain(&e), "upstream connection ended");
             }
