@@ -540,6 +540,9 @@ tests:
       # crm tool calls fail half the time.
       - {series: 'junction_tool_calls_total{$sel,pod="a",upstream="crm",tool="crm__get",outcome="ok"}', values: '0+30x20'}
       - {series: 'junction_tool_calls_total{$sel,pod="a",upstream="crm",tool="crm__get",outcome="upstream_error"}', values: '0+30x20'}
+      # search: half its calls are given up by their clients; none fails.
+      - {series: 'junction_tool_calls_total{$sel,pod="a",upstream="search",tool="search__q",outcome="ok"}', values: '0+30x20'}
+      - {series: 'junction_tool_calls_total{$sel,pod="a",upstream="search",tool="search__q",outcome="cancelled"}', values: '0+30x20'}
       # 10 rejections/s on one rule, 0.1/s on another.
       - {series: 'junction_rate_limited_total{$sel,pod="a",rule="per-user"}', values: '0+600x20'}
       - {series: 'junction_rate_limited_total{$sel,pod="a",rule="per-ip"}', values: '0+6x20'}

@@ -549,6 +549,52 @@ async fn a_streamed_answer_is_logged_when_it_ends_with_its_whole_duration() {
 }
 
 #[tokio::test]
+async fn a_call_the_client_gives_up_on_is_counted_and_logged_as_aborted() {
+    let w = world("log: {format: json}\n").await;
+    let url = w.gw.url("/mcp");
+    let alice = TestClient::modern(&url)
+        .with_header("authorization", &bearer(&token("alice", "tools.read")));
+    // Without a progressToken there is nothing to relay: the answer would be
+    // one JSON message after 0.5 s. The client gives up long before.
+    let call = alice.call_tool("up__progress", json!({}));
+    assert!(tokio::time::timeout(Duration::from_millis(100), call)
+        .await
+        .is_err());
+    assert!(
+        w.up.saw_cancellation(Duration::from_secs(5)).await,
+        "the upstream call is cancelled"
+    );
+
+    let lines = access_lines(&w.gw, 1).await;
+    assert_eq!(lines.len(), 1, "{}", w.gw.stderr());
+    let line = &lines[0];
+    for (field, want) in [
+        ("method", json!("tools/call")),
+        ("target", json!("up__progress")),
+        ("status", json!(499)),
+        ("outcome", json!("aborted")),
+        ("principal", json!("alice")),
+    ] {
+        assert_eq!(line[field], want, "{field} in {line}");
+    }
+    let metrics = TestClient::modern(&w.gw.url("/metrics"))
+        .raw("GET", vec![], vec![])
+        .await;
+    let scrape = String::from_utf8_lossy(&metrics.raw);
+    for series in [
+        "junction_requests_total{method=\"tools/call\",outcome=\"aborted\",route=\"/mcp\"}",
+        "junction_request_duration_seconds_count{method=\"tools/call\",route=\"/mcp\"}",
+        "junction_tool_calls_total{outcome=\"cancelled\",tool=\"up__progress\",upstream=\"up\"}",
+    ] {
+        assert_eq!(
+            junction_testkit::metric(&scrape, series),
+            Some(1.0),
+            "{series}\n{scrape}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn log_access_false_writes_no_access_lines() {
     let w = world("log: {format: json, level: debug, access: false}\n").await;
     let alice = TestClient::modern(&w.gw.url("/mcp"))

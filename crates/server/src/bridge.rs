@@ -353,8 +353,45 @@ enum Resumed {
     Answer(Result<(Vec<u8>, &'static str), GatewayError>),
 }
 
-/// What records a call's outcome label, once.
-pub(crate) type Record = Box<dyn FnOnce(&str) + Send>;
+/// Records a call's outcome label once: [`Record::record`] with the
+/// outcome, or, once [`Record::arm`]ed (the call went upstream), `cancelled`
+/// when it is dropped unrecorded: the client went away while Junction waited
+/// (hyper dropped the request's future, or the response stream's reader is
+/// gone). Unarmed, a refusal drops it unrecorded: a refused request is no call.
+pub(crate) struct Record {
+    f: Option<RecordFn>,
+    armed: bool,
+}
+
+type RecordFn = Box<dyn FnOnce(&str) + Send>;
+
+impl Record {
+    pub(crate) fn new(f: impl FnOnce(&str) + Send + 'static) -> Record {
+        Record {
+            f: Some(Box::new(f)),
+            armed: false,
+        }
+    }
+
+    /// From now on, dropping it unrecorded counts the call as `cancelled`.
+    pub(crate) fn arm(&mut self) {
+        self.armed = true;
+    }
+
+    pub(crate) fn record(mut self, outcome: &str) {
+        if let Some(f) = self.f.take() {
+            f(outcome);
+        }
+    }
+}
+
+impl Drop for Record {
+    fn drop(&mut self) {
+        if let Some(f) = self.f.take().filter(|_| self.armed) {
+            f("cancelled");
+        }
+    }
+}
 
 /// How a call starts: `Ok` with the driver (and its recorder) to go upstream
 /// with, or `Err` with the response of a held call the request continued.
@@ -387,13 +424,17 @@ async fn continue_held(
 ) -> Started {
     match resume(cx, params, driver).await {
         Ok(Resumed::NotHeld(d)) => Ok((d, record)),
-        Ok(Resumed::Continue(d)) => Err(respond(*d, open, record).await),
+        Ok(Resumed::Continue(d)) => {
+            let mut record = record;
+            record.arm();
+            Err(respond(*d, open, record).await)
+        }
         Ok(Resumed::Answer(Ok((bytes, o)))) => {
-            record(o);
+            record.record(o);
             Err(Ok(crate::response::json(http::StatusCode::OK, bytes)))
         }
         Ok(Resumed::Answer(Err(e))) => {
-            record(e.outcome());
+            record.record(e.outcome());
             Err(Err(e))
         }
         // A requestState that does not open is refused before any upstream

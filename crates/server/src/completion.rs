@@ -14,6 +14,7 @@ use junction_protocol::jsonrpc::{error_bytes, result_bytes, Id, RawParams};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::bridge::Record;
 use crate::error::GatewayError;
 use crate::mcp::Cx;
 use crate::response::{self, Body};
@@ -84,19 +85,24 @@ pub async fn complete(
     params.remove("_meta");
     let request = client.upstream_request(cx, METHOD, params, meta);
     let started = std::time::Instant::now();
+    let mut record = {
+        let (m, u) = (cx.state.metrics.clone(), upstream_id.clone());
+        Record::new(move |outcome: &str| {
+            m.upstream_requests_total
+                .with_label_values(&[&u, METHOD, outcome])
+                .inc();
+            m.upstream_request_duration_seconds
+                .with_label_values(&[&u, METHOD])
+                .observe(started.elapsed().as_secs_f64());
+        })
+    };
+    record.arm();
     let answer = crate::forward::answer_of(upstream, request).await;
-    let outcome = match &answer {
+    record.record(match &answer {
         Ok(Ok(_)) => "ok",
         Ok(Err(_)) => "upstream_error",
         Err(e) => e.outcome(),
-    };
-    let m = &cx.state.metrics;
-    m.upstream_requests_total
-        .with_label_values(&[&upstream_id, METHOD, outcome])
-        .inc();
-    m.upstream_request_duration_seconds
-        .with_label_values(&[&upstream_id, METHOD])
-        .observe(started.elapsed().as_secs_f64());
+    });
     let raw = match answer? {
         Ok(raw) => raw,
         Err(e) if e.code == codes::METHOD_NOT_FOUND => no_suggestions(),

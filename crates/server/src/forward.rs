@@ -237,9 +237,9 @@ pub(crate) async fn forward(
     })?;
     let metrics = cx.state.metrics.clone();
     let started = std::time::Instant::now();
-    let record: bridge::Record = {
+    let record = {
         let (m, u, meth) = (metrics.clone(), upstream_id.to_owned(), method.to_owned());
-        Box::new(move |outcome: &str| {
+        bridge::Record::new(move |outcome: &str| {
             m.upstream_requests_total
                 .with_label_values(&[&u, &meth, outcome])
                 .inc();
@@ -284,7 +284,7 @@ pub(crate) async fn forward(
         rounds: 0,
     };
     let open = metrics.open_call_streams().clone();
-    let (mut driver, record) = match bridge::start(cx, &params, driver, &open, record).await {
+    let (mut driver, mut record) = match bridge::start(cx, &params, driver, &open, record).await {
         Ok(fresh) => fresh,
         Err(done) => return done,
     };
@@ -297,11 +297,12 @@ pub(crate) async fn forward(
             request: bridge::copy_request(&request),
         });
     }
+    record.arm();
     match upstream.client.request(request).await {
         Ok(s) => driver.stream = Some(s),
         Err(e) => {
             let e = GatewayError::from_upstream(upstream_id, e);
-            record(e.outcome());
+            record.record(e.outcome());
             return Err(e);
         }
     }

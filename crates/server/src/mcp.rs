@@ -40,6 +40,13 @@ pub struct Cx<'a> {
     /// (upstream, target) once the request is routed: the exposed tool or
     /// prompt, or the resource URI. Kept only for the access line.
     pub routed: std::sync::OnceLock<(String, String)>,
+    /// The method label once the request is parsed.
+    method: std::sync::OnceLock<&'static str>,
+    /// When the request arrived, while it has no response yet (`handled`):
+    /// a `Cx` dropped with this set belongs to a request whose client went
+    /// away first (hyper dropped its future), and is counted and logged as
+    /// `aborted` ([`Cx::drop`]).
+    unanswered: Option<Instant>,
 }
 
 impl Cx<'_> {
@@ -53,6 +60,8 @@ impl Cx<'_> {
             peer_ip: None,
             access_log: false,
             routed: std::sync::OnceLock::new(),
+            method: std::sync::OnceLock::new(),
+            unanswered: None,
         }
     }
 
@@ -86,6 +95,40 @@ impl Cx<'_> {
     /// lookup.
     pub fn header(&self, name: impl http::header::AsHeaderName) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// A request dropped before its response (the client closed the connection,
+/// or timed out, while Junction waited for an upstream) is still a request:
+/// `junction_requests_total{outcome="aborted"}` with its duration so far,
+/// and an access line with status 499 (nginx's "client closed request"), so
+/// nothing the client started goes uncounted.
+impl Drop for Cx<'_> {
+    fn drop(&mut self) {
+        let Some(started) = self.unanswered.take() else {
+            return;
+        };
+        let method = self.method.get().copied().unwrap_or("other");
+        let m = &self.state.metrics;
+        m.requests_total
+            .with_label_values(&[&self.route.path, method, "aborted"])
+            .inc();
+        m.request_duration_seconds
+            .with_label_values(&[&self.route.path, method])
+            .observe(started.elapsed().as_secs_f64());
+        if self.access_log {
+            AccessLine {
+                route: self.route,
+                method,
+                client: self.client_ip(),
+                routed: self.routed.take(),
+                status: 499,
+                error: None,
+                principal: self.identity.take().map(|p| p.subject),
+                started,
+            }
+            .write("aborted");
+        }
     }
 }
 
@@ -127,6 +170,7 @@ async fn handled(
     let mut cx = Cx::new(state, route, &parts.headers);
     cx.peer_ip = Some(peer.ip());
     cx.access_log = state.config.log.access && junction_telemetry::access_log().is_some();
+    cx.unanswered = Some(started);
     let outcome = match edge(&cx) {
         Err(e) => Err(e),
         Ok(()) => match authenticate(&mut cx, parts.uri.query()).await {
@@ -134,6 +178,8 @@ async fn handled(
             Ok(()) => edge_and_dispatch(&cx, &parts.method, body).await,
         },
     };
+    // Answered: from here on the response exists (`Cx::drop`).
+    cx.unanswered = None;
     let mut refusal = None;
     let (method_label, response) = match outcome {
         Ok((label, r)) if prefers_sse(&parts.headers) => (label, response::as_sse(r).await),
@@ -202,8 +248,8 @@ async fn handled(
 /// request once its response is ready; a streamed answer's line is written
 /// when the stream ends ([`LoggedStream`]), so its duration is the whole
 /// exchange.
-struct AccessLine {
-    route: Arc<RouteState>,
+struct AccessLine<R: std::ops::Deref<Target = RouteState>> {
+    route: R,
     method: &'static str,
     routed: Option<(String, String)>,
     status: u16,
@@ -213,7 +259,7 @@ struct AccessLine {
     started: Instant,
 }
 
-impl AccessLine {
+impl<R: std::ops::Deref<Target = RouteState>> AccessLine<R> {
     fn write(&self, outcome: &str) {
         let Some(log) = junction_telemetry::access_log() else {
             return;
@@ -238,7 +284,7 @@ impl AccessLine {
 /// before (the client went away, or the connection was cut).
 struct LoggedStream {
     body: Body,
-    line: AccessLine,
+    line: AccessLine<Arc<RouteState>>,
     ended: bool,
 }
 
@@ -418,6 +464,7 @@ async fn edge_and_dispatch(
         ClientMessage::Request { id, method, params } => (id, method, params),
     };
     let label = method_label(&method);
+    let _ = cx.method.set(label);
     if !limited_once_routed(&method) {
         crate::tools::rate_limit(cx, &method, "", "")
             .await

@@ -472,14 +472,14 @@ pub async fn call(
 
     let upstream_id = &tool.upstream;
     let started = std::time::Instant::now();
-    let record: bridge::Record = {
+    let record = {
         let (m, ok, u, t) = (
             cx.state.metrics.clone(),
             upstream.call_ok.clone(),
             tool.upstream.clone(),
             tool.exposed.clone(),
         );
-        Box::new(move |o: &str| record_call(&m, &ok, &u, &t, o, started))
+        bridge::Record::new(move |o: &str| record_call(&m, &ok, &u, &t, o, started))
     };
     let driver = bridge::Driver {
         stream: None,
@@ -505,7 +505,7 @@ pub async fn call(
         rounds: 0,
     };
     let open = cx.state.metrics.open_call_streams().clone();
-    let (mut driver, record) = match bridge::start(cx, &params, driver, &open, record).await {
+    let (mut driver, mut record) = match bridge::start(cx, &params, driver, &open, record).await {
         Ok(fresh) => fresh,
         Err(done) => return done,
     };
@@ -528,11 +528,12 @@ pub async fn call(
             request: bridge::copy_request(&request),
         });
     }
+    record.arm();
     match upstream.client.request(request).await {
         Ok(s) => driver.stream = Some(s),
         Err(e) => {
             let e = GatewayError::from_upstream(upstream_id, e);
-            record(e.outcome());
+            record.record(e.outcome());
             let up = i64::from(upstream.client.is_healthy());
             cx.state
                 .metrics

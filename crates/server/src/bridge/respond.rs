@@ -13,7 +13,8 @@ use crate::response::{self, Body};
 
 /// Streams or returns what the driver produces. Output starts as plain JSON;
 /// the first relayed notification (or a question for a handshake-era client)
-/// switches it to SSE. `record` gets the outcome label once.
+/// switches it to SSE. `record` gets the outcome label once (armed: a response
+/// or stream dropped before the end counts as `cancelled`).
 pub(crate) async fn respond(
     mut d: Driver,
     open: prometheus::IntGauge,
@@ -24,17 +25,17 @@ pub(crate) async fn respond(
         let Some(next) = step(&mut d, None, cancel.as_ref()).await else {
             // Cancelled before anything was sent: the response ends empty
             // (an SSE stream with no message), never with a result.
-            record("cancelled");
+            record.record("cancelled");
             let (_, rx) = mpsc::channel::<Bytes>(1);
             return Ok(response::sse(rx));
         };
         match next {
             Next::Done(Ok((bytes, outcome))) => {
-                record(outcome);
+                record.record(outcome);
                 return Ok(response::json(StatusCode::OK, bytes));
             }
             Next::Done(Err(e)) => {
-                record(e.outcome());
+                record.record(e.outcome());
                 return Err(e);
             }
             Next::Notify(n) if !d.sse_ok => drop(n),
@@ -56,7 +57,7 @@ pub(crate) async fn respond(
         let _open = Open(open);
         loop {
             let Some(next) = step(&mut d, Some(&tx), cancel.as_ref()).await else {
-                record("cancelled");
+                record.record("cancelled");
                 return; // dropping the driver cancels upstream; the stream ends
             };
             let bytes = match next {
@@ -66,20 +67,23 @@ pub(crate) async fn respond(
                         .await
                         .is_err()
                     {
-                        return; // client went away: dropping the driver cancels upstream
+                        // Client went away: dropping the driver cancels
+                        // upstream, dropping `record` counts it cancelled.
+                        return;
                     }
                     continue;
                 }
                 Next::Switch => {
                     let e = GatewayError::Unsupported("bridge asked to switch twice".into());
+                    record.record(e.outcome());
                     error_bytes(Some(&d.id), &e.render().1)
                 }
                 Next::Done(Ok((bytes, outcome))) => {
-                    record(outcome);
+                    record.record(outcome);
                     bytes
                 }
                 Next::Done(Err(e)) => {
-                    record(e.outcome());
+                    record.record(e.outcome());
                     error_bytes(Some(&d.id), &e.render().1)
                 }
             };
