@@ -11,7 +11,9 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use junction_upstream::{EraPref, TransportSpec, Upstream, UpstreamError, UpstreamSpec};
+use junction_upstream::{
+    ConnCounters, EraPref, TransportSpec, Upstream, UpstreamError, UpstreamSpec,
+};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
@@ -107,6 +109,35 @@ async fn https_with_ca_file_speaks_http2() {
         *versions.lock().expect("lock"),
         vec![Version::HTTP_2, Version::HTTP_2]
     );
+}
+
+#[tokio::test]
+async fn a_burst_of_first_requests_shares_one_http2_connection() {
+    let (url, versions) = tls_server().await;
+    let up = upstream(&url, Some(format!("{FIXTURES}/test-ca.pem")));
+    let counters = ConnCounters {
+        opened: prometheus::IntCounter::new("opened", "opened").expect("counter"),
+        open: prometheus::IntGauge::new("open", "open").expect("gauge"),
+    };
+    up.count_connections(counters.clone());
+    // Sixteen requests before any connection exists: the first makes the
+    // connection, the others wait for it instead of each opening one.
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..16 {
+        let up = up.clone();
+        calls.spawn(async move { up.list_tools_page(None).await.map(|_| ()) });
+    }
+    while let Some(done) = calls.join_next().await {
+        done.expect("task").expect("page");
+    }
+    let versions = versions.lock().expect("lock").clone();
+    assert!(versions.len() >= 16, "{versions:?}");
+    assert!(
+        versions.iter().all(|v| *v == Version::HTTP_2),
+        "{versions:?}"
+    );
+    assert_eq!(counters.opened.get(), 1, "connections opened");
+    assert_eq!(counters.open.get(), 1, "connections open");
 }
 
 #[tokio::test]

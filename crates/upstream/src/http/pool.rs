@@ -19,7 +19,7 @@
 use std::error::Error as StdError;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -83,7 +83,16 @@ pub(crate) struct Pool {
     reaper: AtomicBool,
     /// Where connections are counted, once the server has said so.
     counters: OnceLock<crate::ConnCounters>,
+    /// What the last connection spoke ([`UNKNOWN`], [`HTTP1`], [`HTTP2`]);
+    /// plain-http upstreams speak HTTP/1.1 from the start.
+    protocol: AtomicU8,
+    /// Taken to connect while `protocol` is not HTTP/1.1 ([`Pool::connect_one`]).
+    connecting: tokio::sync::Mutex<()>,
 }
+
+const UNKNOWN: u8 = 0;
+const HTTP1: u8 = 1;
+const HTTP2: u8 = 2;
 
 pub(crate) fn chain(e: &dyn StdError) -> String {
     let mut out = e.to_string();
@@ -110,6 +119,12 @@ impl Pool {
             .unwrap_or("/")
             .parse::<Uri>()
             .map_err(|e| bad(format!("upstream URL {url}: {e}")))?;
+        // Only TLS can negotiate h2 (ALPN); plain http is HTTP/1.1.
+        let protocol = if url.scheme_str() == Some("https") {
+            UNKNOWN
+        } else {
+            HTTP1
+        };
         Ok(Pool {
             connector,
             url,
@@ -120,6 +135,8 @@ impl Pool {
             idle_limit: IDLE_LIMIT,
             reaper: AtomicBool::new(false),
             counters: OnceLock::new(),
+            protocol: AtomicU8::new(protocol),
+            connecting: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -134,7 +151,7 @@ impl Pool {
                 Some(conn) => (conn, true),
                 // Boxed: the handshake futures are large and only live while
                 // connecting; inline they would grow every request's state.
-                None => (Box::pin(self.connect()).await?, false),
+                None => Box::pin(self.connect_one()).await?,
             };
             let unsent = match conn {
                 Conn::H1(mut tx) => {
@@ -194,6 +211,23 @@ impl Pool {
         None
     }
 
+    /// A new connection, made one at a time unless the upstream is known to
+    /// speak HTTP/1.1: an https upstream may pick h2, whose one connection
+    /// every request shares, so a burst of first requests (or the requests in
+    /// flight when that connection broke) must not each open one. A request
+    /// that waited takes the connection another made meanwhile (`true`:
+    /// pooled, so a request it hands back unsent is tried again).
+    async fn connect_one(&self) -> Result<(Conn, bool), SendError> {
+        if self.protocol.load(Ordering::Relaxed) == HTTP1 {
+            return Ok((self.connect().await?, false));
+        }
+        let _one = self.connecting.lock().await;
+        if let Some(conn) = self.checkout() {
+            return Ok((conn, true));
+        }
+        Ok((self.connect().await?, false))
+    }
+
     async fn connect(&self) -> Result<Conn, SendError> {
         let connect = |e: &dyn StdError| SendError::Connect(chain(e));
         let io = self
@@ -202,7 +236,10 @@ impl Pool {
             .call(self.url.clone())
             .await
             .map_err(|e| connect(&*e))?;
-        if io.connected().is_negotiated_h2() {
+        let h2 = io.connected().is_negotiated_h2();
+        self.protocol
+            .store(if h2 { HTTP2 } else { HTTP1 }, Ordering::Relaxed);
+        if h2 {
             let (tx, conn) = http2::Builder::new(TokioExecutor::new())
                 .handshake(io)
                 .await
