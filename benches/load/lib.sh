@@ -24,6 +24,15 @@ ensure_apt() {
 
 # build_binaries: sets JUNCTION, UPSTREAM and NULL_PROXY (SKIP_BUILD=1 reuses target/release/junction).
 build_binaries() {
+  JUNCTION="$ROOT/target/release/junction"
+  if [ "${SKIP_BUILD:-0}" = 1 ]; then
+    # Building the bench targets below relinks target/release/junction with
+    # the dev-dependencies' features unified in: measure a copy of the one
+    # built by `cargo build --release`.
+    [ -x "$JUNCTION" ] || { echo "SKIP_BUILD=1 but $JUNCTION is not built" >&2; exit 1; }
+    cp "$JUNCTION" "$WORK/junction"
+    JUNCTION="$WORK/junction"
+  fi
   cargo build --release --bench load_upstream --bench null_proxy --message-format=json > "$WORK/build.json" || {
     jq -r 'select(.reason=="compiler-message") | .message.rendered' "$WORK/build.json" >&2; exit 1; }
   if [ "${SKIP_BUILD:-0}" != 1 ]; then
@@ -32,7 +41,6 @@ build_binaries() {
     # --release` one (building a bench target unifies dev-dependency features).
     cargo build --release --bin junction >&2
   fi
-  JUNCTION="$ROOT/target/release/junction"
   UPSTREAM=$(jq -r 'select(.reason=="compiler-artifact" and .target.name=="load_upstream") | .executable // empty' \
     "$WORK/build.json" | tail -1)
   NULL_PROXY=$(jq -r 'select(.reason=="compiler-artifact" and .target.name=="null_proxy") | .executable // empty' \
