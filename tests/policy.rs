@@ -65,6 +65,11 @@ fn bearer(t: &str) -> String {
     format!("Bearer {t}")
 }
 
+/// A modern client at `url` with a fresh token for `sub` and `scope`.
+fn signed_in(url: &str, sub: &str, scope: &str) -> TestClient {
+    TestClient::modern(url).with_header("authorization", &bearer(&token(sub, scope)))
+}
+
 struct World {
     up: MockUpstream,
     gw: Gateway,
@@ -213,17 +218,14 @@ async fn tokens_are_checked_and_challenges_point_at_the_resource_metadata() {
 async fn scopes_filter_the_catalog_and_calls_outside_the_grant_get_a_step_up_challenge() {
     let w = world("").await;
     let url = w.gw.url("/mcp");
-    let reader = TestClient::modern(&url)
-        .with_header("authorization", &bearer(&token("alice", "tools.read")))
-        .with_header("cookie", "sid=secret-cookie");
+    let reader = signed_in(&url, "alice", "tools.read").with_header("cookie", "sid=secret-cookie");
     let list = reader.request("tools/list", json!({})).await;
     assert_eq!(
         names(list.result()),
         vec!["up__echo", "up__mrtr", "up__progress"]
     );
     assert_eq!(list.result()["cacheScope"], "private");
-    let admin = TestClient::modern(&url)
-        .with_header("authorization", &bearer(&token("root", "tools.admin")));
+    let admin = signed_in(&url, "root", "tools.admin");
     assert_eq!(
         names(admin.request("tools/list", json!({})).await.result()),
         vec!["up__admin", "up__echo", "up__mrtr", "up__progress"]
@@ -307,10 +309,8 @@ async fn sessions_and_request_state_are_bound_to_the_caller() {
 async fn local_rate_limits_count_tool_calls_per_caller_and_tool() {
     let w = world("rate_limits:\n  rules:\n    - {name: per-user-tool, key: [principal, tool], rate: 3, per: 1m, burst: 3}\n").await;
     let url = w.gw.url("/mcp");
-    let alice = TestClient::modern(&url)
-        .with_header("authorization", &bearer(&token("alice", "tools.read")));
-    let bob =
-        TestClient::modern(&url).with_header("authorization", &bearer(&token("bob", "tools.read")));
+    let alice = signed_in(&url, "alice", "tools.read");
+    let bob = signed_in(&url, "bob", "tools.read");
     for _ in 0..5 {
         assert_eq!(
             alice.request("tools/list", json!({})).await.status,
@@ -356,13 +356,10 @@ async fn a_client_ip_rate_key_counts_every_caller_from_one_address_together() {
     // X-Forwarded-For does not buy it a fresh bucket.
     let w = world("rate_limits:\n  rules:\n    - {name: per-ip, key: [client_ip], rate: 3, per: 1m, burst: 3}\n").await;
     let url = w.gw.url("/mcp");
-    let alice = TestClient::modern(&url)
-        .with_header("authorization", &bearer(&token("alice", "tools.read")));
-    let bob =
-        TestClient::modern(&url).with_header("authorization", &bearer(&token("bob", "tools.read")));
-    let spoofing = TestClient::modern(&url)
-        .with_header("authorization", &bearer(&token("carol", "tools.read")))
-        .with_header("x-forwarded-for", "203.0.113.9");
+    let alice = signed_in(&url, "alice", "tools.read");
+    let bob = signed_in(&url, "bob", "tools.read");
+    let spoofing =
+        signed_in(&url, "carol", "tools.read").with_header("x-forwarded-for", "203.0.113.9");
     for client in [&alice, &bob, &alice] {
         assert_eq!(client.call_tool("up__echo", json!({})).await.status, 200);
     }
@@ -385,11 +382,8 @@ async fn behind_a_trusted_proxy_the_client_ip_key_is_the_address_it_forwards() {
     )
     .await;
     let url = w.gw.url("/mcp");
-    let via = |xff: &str| {
-        TestClient::modern(&url)
-            .with_header("authorization", &bearer(&token("alice", "tools.read")))
-            .with_header("x-forwarded-for", xff)
-    };
+    let via =
+        |xff: &str| signed_in(&url, "alice", "tools.read").with_header("x-forwarded-for", xff);
     let (first, second) = (via("198.51.100.1"), via("198.51.100.2"));
     // Two callers, one token: a bucket each.
     for client in [&first, &second, &first, &second] {
@@ -407,8 +401,7 @@ async fn behind_a_trusted_proxy_the_client_ip_key_is_the_address_it_forwards() {
         assert_eq!(limited.status, 429);
         assert_eq!(limited.error().unwrap()["data"]["rule"], "per-ip");
     }
-    let proxy = TestClient::modern(&url)
-        .with_header("authorization", &bearer(&token("alice", "tools.read")));
+    let proxy = signed_in(&url, "alice", "tools.read");
     assert_eq!(proxy.call_tool("up__echo", json!({})).await.status, 200);
     assert_eq!(w.up.calls("echo").len(), 5);
 }
@@ -510,8 +503,7 @@ async fn every_request_gets_one_access_line_without_arguments_or_tokens() {
 #[tokio::test]
 async fn a_streamed_answer_is_logged_when_it_ends_with_its_whole_duration() {
     let w = world("log: {format: json}\n").await;
-    let alice = TestClient::modern(&w.gw.url("/mcp"))
-        .with_header("authorization", &bearer(&token("alice", "tools.read")));
+    let alice = signed_in(&w.gw.url("/mcp"), "alice", "tools.read");
     let params = json!({"name": "up__progress", "arguments": {}, "_meta": {"progressToken": "p"}});
     let started = std::time::Instant::now();
     let streamed = alice.request("tools/call", params.clone()).await;
@@ -552,8 +544,7 @@ async fn a_streamed_answer_is_logged_when_it_ends_with_its_whole_duration() {
 async fn a_call_the_client_gives_up_on_is_counted_and_logged_as_aborted() {
     let w = world("log: {format: json}\n").await;
     let url = w.gw.url("/mcp");
-    let alice = TestClient::modern(&url)
-        .with_header("authorization", &bearer(&token("alice", "tools.read")));
+    let alice = signed_in(&url, "alice", "tools.read");
     // Without a progressToken there is nothing to relay: the answer would be
     // one JSON message after 0.5 s. The client gives up long before.
     let call = alice.call_tool("up__progress", json!({}));
@@ -597,8 +588,7 @@ async fn a_call_the_client_gives_up_on_is_counted_and_logged_as_aborted() {
 #[tokio::test]
 async fn log_access_false_writes_no_access_lines() {
     let w = world("log: {format: json, level: debug, access: false}\n").await;
-    let alice = TestClient::modern(&w.gw.url("/mcp"))
-        .with_header("authorization", &bearer(&token("alice", "tools.read")));
+    let alice = signed_in(&w.gw.url("/mcp"), "alice", "tools.read");
     assert_eq!(alice.call_tool("up__echo", json!({})).await.status, 200);
     // A refused call logs "request refused" (debug) after the call above
     // would have logged its access line: once it is in the log, so would be

@@ -412,11 +412,13 @@ async fn edge_and_dispatch(
 ) -> Result<(&'static str, Response<Body>), Refusal> {
     let config = &cx.state.config;
     if method == Method::DELETE {
+        let _ = cx.method.set("delete");
         return legacy::delete_session(cx)
             .map(|r| ("delete", r))
             .map_err(|e| ("delete", None, e));
     }
     if method == Method::GET {
+        let _ = cx.method.set("get");
         return crate::listen::legacy_get(cx)
             .await
             .map(|r| ("get", r))
