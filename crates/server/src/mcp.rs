@@ -216,7 +216,7 @@ async fn handled(
         return response;
     }
     let line = AccessLine {
-        route: Arc::clone(route),
+        route: &**route,
         method: method_label,
         client: cx.client_ip(),
         routed: cx.routed.take(),
@@ -229,6 +229,8 @@ async fn handled(
         line.write(outcome);
         response
     } else {
+        // The stream outlives this request: its line keeps the route.
+        let line = line.with_route(Arc::clone(route));
         response.map(|body| {
             LoggedStream {
                 body,
@@ -260,6 +262,19 @@ struct AccessLine<R: std::ops::Deref<Target = RouteState>> {
 }
 
 impl<R: std::ops::Deref<Target = RouteState>> AccessLine<R> {
+    fn with_route<S: std::ops::Deref<Target = RouteState>>(self, route: S) -> AccessLine<S> {
+        AccessLine {
+            route,
+            method: self.method,
+            routed: self.routed,
+            status: self.status,
+            error: self.error,
+            principal: self.principal,
+            client: self.client,
+            started: self.started,
+        }
+    }
+
     fn write(&self, outcome: &str) {
         let Some(log) = junction_telemetry::access_log() else {
             return;
