@@ -2,6 +2,7 @@
 //! CA and server key in tests/fixtures exist only for these tests.
 
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,8 +22,19 @@ use tokio::net::TcpListener;
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 
 /// A TLS MCP endpoint answering every request with an empty tool list;
-/// records the HTTP version of each request.
+/// records the HTTP version of each request. Offers h2 and HTTP/1.1.
 async fn tls_server() -> (String, Arc<Mutex<Vec<Version>>>) {
+    let (url, versions, _) = tls_server_with(&[b"h2", b"http/1.1"], Duration::ZERO).await;
+    (url, versions)
+}
+
+/// `tls_server` offering these ALPN protocols, pausing `slow` before each
+/// TLS handshake and each answer; also returns the most handshakes it saw
+/// under way at once.
+async fn tls_server_with(
+    alpn: &[&[u8]],
+    slow: Duration,
+) -> (String, Arc<Mutex<Vec<Version>>>, Arc<AtomicUsize>) {
     let certs: Vec<CertificateDer<'static>> =
         CertificateDer::pem_file_iter(format!("{FIXTURES}/test-server.pem"))
             .expect("cert file")
@@ -37,26 +49,32 @@ async fn tls_server() -> (String, Arc<Mutex<Vec<Version>>>) {
     .with_no_client_auth()
     .with_single_cert(certs, key)
     .expect("server config");
-    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let versions: Arc<Mutex<Vec<Version>>> = Arc::default();
-    let v = versions.clone();
+    let (busiest, handshaking) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (v, most) = (versions.clone(), busiest.clone());
     tokio::spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else {
                 return;
             };
             let acceptor = acceptor.clone();
-            let v = v.clone();
+            let (v, most, now) = (v.clone(), most.clone(), handshaking.clone());
             tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
+                most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                tokio::time::sleep(slow).await;
+                let tls = acceptor.accept(tcp).await;
+                now.fetch_sub(1, Ordering::SeqCst);
+                let Ok(tls) = tls else {
                     return;
                 };
                 let svc = service_fn(move |req: Request<Incoming>| {
                     let v = v.clone();
                     async move {
+                        tokio::time::sleep(slow).await;
                         v.lock().expect("lock").push(req.version());
                         let body = req
                             .into_body()
@@ -81,7 +99,7 @@ async fn tls_server() -> (String, Arc<Mutex<Vec<Version>>>) {
             });
         }
     });
-    (format!("https://localhost:{port}/mcp"), versions)
+    (format!("https://localhost:{port}/mcp"), versions, busiest)
 }
 
 fn upstream(url: &str, ca_file: Option<String>) -> Arc<Upstream> {
@@ -122,14 +140,7 @@ async fn a_burst_of_first_requests_shares_one_http2_connection() {
     up.count_connections(counters.clone());
     // Sixteen requests before any connection exists: the first makes the
     // connection, the others wait for it instead of each opening one.
-    let mut calls = tokio::task::JoinSet::new();
-    for _ in 0..16 {
-        let up = up.clone();
-        calls.spawn(async move { up.list_tools_page(None).await.map(|_| ()) });
-    }
-    while let Some(done) = calls.join_next().await {
-        done.expect("task").expect("page");
-    }
+    burst(&up, 16).await;
     let versions = versions.lock().expect("lock").clone();
     assert!(versions.len() >= 16, "{versions:?}");
     assert!(
@@ -138,6 +149,45 @@ async fn a_burst_of_first_requests_shares_one_http2_connection() {
     );
     assert_eq!(counters.opened.get(), 1, "connections opened");
     assert_eq!(counters.open.get(), 1, "connections open");
+}
+
+/// `n` requests at once, all of which must succeed.
+async fn burst(up: &Arc<Upstream>, n: usize) {
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let up = up.clone();
+        calls.spawn(async move { up.list_tools_page(None).await.map(|_| ()) });
+    }
+    while let Some(done) = calls.join_next().await {
+        done.expect("task").expect("page");
+    }
+}
+
+#[tokio::test]
+async fn a_burst_of_first_requests_to_an_http1_tls_upstream_connects_side_by_side() {
+    // 0.3 s per handshake and per answer: the first request's connection is
+    // busy while the others connect.
+    let (url, versions, busiest) =
+        tls_server_with(&[b"http/1.1"], Duration::from_millis(300)).await;
+    let up = upstream(&url, Some(format!("{FIXTURES}/test-ca.pem")));
+    let counters = ConnCounters {
+        opened: prometheus::IntCounter::new("opened", "opened").expect("counter"),
+        open: prometheus::IntGauge::new("open", "open").expect("gauge"),
+    };
+    up.count_connections(counters.clone());
+    // HTTP/1.1 carries one request at a time: once the first connection
+    // shows the protocol, the requests that waited behind it open their own,
+    // at the same time rather than one after another.
+    burst(&up, 8).await;
+    let versions = versions.lock().expect("lock").clone();
+    assert!(versions.len() >= 8, "{versions:?}");
+    assert!(
+        versions.iter().all(|v| *v == Version::HTTP_11),
+        "{versions:?}"
+    );
+    assert!(counters.opened.get() > 1, "{}", counters.opened.get());
+    let busiest = busiest.load(Ordering::SeqCst);
+    assert!(busiest > 1, "handshakes under way at once: {busiest}");
 }
 
 #[tokio::test]

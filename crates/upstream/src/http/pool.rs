@@ -221,9 +221,14 @@ impl Pool {
         if self.protocol.load(Ordering::Relaxed) == HTTP1 {
             return Ok((self.connect().await?, false));
         }
-        let _one = self.connecting.lock().await;
+        let one = self.connecting.lock().await;
         if let Some(conn) = self.checkout() {
             return Ok((conn, true));
+        }
+        // Learnt HTTP/1.1 while waiting: the requests queued behind this one
+        // need connections of their own, so they connect side by side.
+        if self.protocol.load(Ordering::Relaxed) == HTTP1 {
+            drop(one);
         }
         Ok((self.connect().await?, false))
     }
