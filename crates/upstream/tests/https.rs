@@ -132,27 +132,28 @@ async fn https_with_ca_file_speaks_http2() {
 #[tokio::test]
 async fn a_burst_of_first_requests_shares_one_http2_connection() {
     let (url, versions) = tls_server().await;
-    let up = upstream(&url, Some(format!("{FIXTURES}/test-ca.pem")));
+    // Sixteen requests before any connection exists: the first makes the
+    // connection, the others wait for it instead of each opening one.
+    let counters = burst(&url, 16, &versions, Version::HTTP_2).await;
+    assert_eq!(counters.opened.get(), 1, "connections opened");
+    assert_eq!(counters.open.get(), 1, "connections open");
+}
+
+/// `n` requests at once to a fresh upstream at `url` (the fixture CA
+/// trusted), all of which must succeed over `version` (as the server
+/// recorded in `versions`); the upstream's connection counters.
+async fn burst(
+    url: &str,
+    n: usize,
+    versions: &Mutex<Vec<Version>>,
+    version: Version,
+) -> ConnCounters {
+    let up = upstream(url, Some(format!("{FIXTURES}/test-ca.pem")));
     let counters = ConnCounters {
         opened: prometheus::IntCounter::new("opened", "opened").expect("counter"),
         open: prometheus::IntGauge::new("open", "open").expect("gauge"),
     };
     up.count_connections(counters.clone());
-    // Sixteen requests before any connection exists: the first makes the
-    // connection, the others wait for it instead of each opening one.
-    burst(&up, 16).await;
-    let versions = versions.lock().expect("lock").clone();
-    assert!(versions.len() >= 16, "{versions:?}");
-    assert!(
-        versions.iter().all(|v| *v == Version::HTTP_2),
-        "{versions:?}"
-    );
-    assert_eq!(counters.opened.get(), 1, "connections opened");
-    assert_eq!(counters.open.get(), 1, "connections open");
-}
-
-/// `n` requests at once, all of which must succeed.
-async fn burst(up: &Arc<Upstream>, n: usize) {
     let mut calls = tokio::task::JoinSet::new();
     for _ in 0..n {
         let up = up.clone();
@@ -161,6 +162,10 @@ async fn burst(up: &Arc<Upstream>, n: usize) {
     while let Some(done) = calls.join_next().await {
         done.expect("task").expect("page");
     }
+    let versions = versions.lock().expect("lock").clone();
+    assert!(versions.len() >= n, "{versions:?}");
+    assert!(versions.iter().all(|v| *v == version), "{versions:?}");
+    counters
 }
 
 #[tokio::test]
@@ -169,22 +174,10 @@ async fn a_burst_of_first_requests_to_an_http1_tls_upstream_connects_side_by_sid
     // busy while the others connect.
     let (url, versions, busiest) =
         tls_server_with(&[b"http/1.1"], Duration::from_millis(300)).await;
-    let up = upstream(&url, Some(format!("{FIXTURES}/test-ca.pem")));
-    let counters = ConnCounters {
-        opened: prometheus::IntCounter::new("opened", "opened").expect("counter"),
-        open: prometheus::IntGauge::new("open", "open").expect("gauge"),
-    };
-    up.count_connections(counters.clone());
     // HTTP/1.1 carries one request at a time: once the first connection
     // shows the protocol, the requests that waited behind it open their own,
     // at the same time rather than one after another.
-    burst(&up, 8).await;
-    let versions = versions.lock().expect("lock").clone();
-    assert!(versions.len() >= 8, "{versions:?}");
-    assert!(
-        versions.iter().all(|v| *v == Version::HTTP_11),
-        "{versions:?}"
-    );
+    let counters = burst(&url, 8, &versions, Version::HTTP_11).await;
     assert!(counters.opened.get() > 1, "{}", counters.opened.get());
     let busiest = busiest.load(Ordering::SeqCst);
     assert!(busiest > 1, "handshakes under way at once: {busiest}");
