@@ -531,6 +531,11 @@ tests:
       - {series: 'junction_requests_total{$sel,pod="a",route="/mcp",method="tools/call",outcome="error"}', values: '0+10x20'}
       - {series: 'junction_requests_total{$sel,pod="a",route="/quiet",method="tools/call",outcome="ok"}', values: '0+100x20'}
       - {series: 'junction_requests_total{$sel,pod="a",route="/quiet",method="tools/call",outcome="error"}', values: '0+1x20'}
+      # /impatient: clients leave before the answer 20 times per 100 answered;
+      # /quiet: once per 100 (below 5%).
+      - {series: 'junction_requests_total{$sel,pod="a",route="/impatient",method="tools/call",outcome="ok"}', values: '0+100x20'}
+      - {series: 'junction_requests_total{$sel,pod="a",route="/impatient",method="tools/call",outcome="aborted"}', values: '0+20x20'}
+      - {series: 'junction_requests_total{$sel,pod="a",route="/quiet",method="tools/call",outcome="aborted"}', values: '0+1x20'}
       # /mcp: most requests take 2.5-10 s.
       - {series: 'junction_request_duration_seconds_bucket{$sel,pod="a",route="/mcp",method="tools/call",le="2.5"}', values: '0+10x20'}
       - {series: 'junction_request_duration_seconds_bucket{$sel,pod="a",route="/mcp",method="tools/call",le="10"}', values: '0+110x20'}
@@ -569,6 +574,14 @@ tests:
             exp_annotations:
               summary: Junction route /mcp answers errors
               description: 9.091% of MCP requests on route /mcp failed over 5m.
+      - {eval_time: 5m, alertname: JunctionRequestsAborted, exp_alerts: []}
+      - eval_time: 15m
+        alertname: JunctionRequestsAborted
+        exp_alerts:
+          - exp_labels: {severity: info, namespace: $namespace, route: /impatient}
+            exp_annotations:
+              summary: Clients give up on Junction route /impatient
+              description: 'Clients closed 16.67% of MCP requests on route /impatient before their answer over 5m: a client timeout shorter than a slow tool, or an upstream that stalls.'
       - eval_time: 15m
         alertname: JunctionHighLatencyP99
         exp_alerts:
