@@ -414,3 +414,75 @@ async fn the_response_size_limit_is_per_upstream() {
     assert!(fine.text().len() > 300_000);
     assert_alive(&mut gw);
 }
+
+async fn scrape(gw: &Gateway) -> String {
+    let metrics = TestClient::modern(&gw.url("/metrics"))
+        .raw("GET", vec![], vec![])
+        .await;
+    String::from_utf8_lossy(&metrics.raw).into_owned()
+}
+
+fn page_series(method: &str, outcome: &str) -> String {
+    format!(
+        "junction_upstream_requests_total{{method=\"{method}\",outcome=\"{outcome}\",upstream=\"hang\"}}"
+    )
+}
+
+/// A list page the list deadline cuts short is counted in the upstream's
+/// series as `upstream_timeout`, and one whose client left first as
+/// `cancelled`; both used to be dropped uncounted, so an upstream whose lists
+/// always time out showed no failed list request at all.
+#[tokio::test]
+async fn list_pages_cut_short_are_counted_with_the_reason() {
+    let hang = FaultyUpstream::start(Fault::AcceptThenHang)
+        .await
+        .on_methods(&["tools/list", "prompts/list", "resources/list"]);
+    let yaml = |deadline: &str| {
+        format!(
+            "server:\n  listen: 127.0.0.1:0\ncatalog:\n  list_deadline: {deadline}\n\
+             upstreams:\n  - id: hang\n    url: {}\n    timeout: 60s\n",
+            hang.url
+        )
+    };
+
+    let gw = spawn_gateway(bin(), &yaml("300ms")).await;
+    let c = TestClient::modern(&gw.url("/mcp"));
+    for method in ["tools/list", "prompts/list"] {
+        let list = c.request(method, json!({})).await;
+        assert_eq!(list.status, 200, "{}", list.text());
+        assert_eq!(degraded(&list), ["hang"], "{method}: {}", list.text());
+    }
+    let scraped = scrape(&gw).await;
+    for method in ["tools/list", "prompts/list"] {
+        let timed_out =
+            junction_testkit::metric(&scraped, &page_series(method, "upstream_timeout"));
+        assert!(timed_out >= Some(1.0), "{method}: {timed_out:?}\n{scraped}");
+        assert_eq!(
+            junction_testkit::metric(&scraped, &page_series(method, "cancelled")),
+            None,
+            "{scraped}"
+        );
+    }
+    gw.stop().await;
+
+    // A deadline far off: the client gives up first, and the fan-out it
+    // started (resources/list fetches in the request itself) is dropped.
+    let gw = spawn_gateway(bin(), &yaml("60s")).await;
+    let c = TestClient::modern(&gw.url("/mcp"));
+    let list = c.request("resources/list", json!({}));
+    assert!(tokio::time::timeout(Duration::from_millis(300), list)
+        .await
+        .is_err());
+    let series = page_series("resources/list", "cancelled");
+    let mut counted = None;
+    for _ in 0..100 {
+        counted = junction_testkit::metric(&scrape(&gw).await, &series);
+        if counted.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(counted, Some(1.0), "{series}");
+    assert!(!hang.requests_for("resources/list").is_empty());
+    gw.stop().await;
+}

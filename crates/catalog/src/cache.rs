@@ -21,11 +21,39 @@ use crate::merge::{ListStatus, UpstreamTools};
 /// How the cache reaches one upstream; `junction-upstream` implements it.
 pub trait ToolSource: Send + Sync {
     fn id(&self) -> &str;
-    /// One `tools/list` page (`cursor` None = first page).
+    /// One `tools/list` page (`cursor` None = first page). Every page of a
+    /// refresh shares one `deadline`; a source that stops at it (and says so
+    /// with [`Deadline::error`]) can count the page as timed out, where the
+    /// cache's own deadline would just drop it.
     fn list_page<'a>(
         &'a self,
         cursor: Option<String>,
+        deadline: Deadline,
     ) -> BoxFuture<'a, Result<SourcePage, SourceError>>;
+}
+
+/// When a refresh must be done by, and the budget it was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deadline {
+    pub at: Instant,
+    pub budget: Duration,
+}
+
+impl Deadline {
+    pub fn after(budget: Duration) -> Deadline {
+        Deadline {
+            at: Instant::now() + budget,
+            budget,
+        }
+    }
+
+    /// The refresh's error once the deadline has passed.
+    pub fn error(&self) -> SourceError {
+        SourceError(format!(
+            "tools/list did not finish within {:?}",
+            self.budget
+        ))
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -236,11 +264,11 @@ impl ToolCache {
                         slot: &slot,
                         attempt,
                     };
-                    let result = match tokio::time::timeout(deadline, self.drain(source)).await {
+                    let deadline = Deadline::after(deadline);
+                    let drain = self.drain(source, deadline);
+                    let result = match tokio::time::timeout_at(deadline.at, drain).await {
                         Ok(r) => r,
-                        Err(_) => Err(SourceError(format!(
-                            "tools/list did not finish within {deadline:?}"
-                        ))),
+                        Err(_) => Err(deadline.error()),
                     };
                     let out = self.store(&slot, id, attempt, epoch, result);
                     // receivers may all be gone; that is fine
@@ -303,7 +331,11 @@ impl ToolCache {
         }
     }
 
-    async fn drain(&self, source: &dyn ToolSource) -> Result<Drained, SourceError> {
+    async fn drain(
+        &self,
+        source: &dyn ToolSource,
+        deadline: Deadline,
+    ) -> Result<Drained, SourceError> {
         // One page (the usual case) passes its Arc through untouched.
         let mut tools: Option<Arc<Vec<Value>>> = None;
         let mut cursor = None;
@@ -311,7 +343,7 @@ impl ToolCache {
         let mut legacy = false;
         let mut public = true;
         for _ in 0..self.max_pages {
-            let page = source.list_page(cursor.take()).await?;
+            let page = source.list_page(cursor.take(), deadline).await?;
             tools = Some(match tools {
                 None => page.tools,
                 Some(mut all) => {

@@ -15,7 +15,7 @@ mod memo;
 mod merge;
 mod naming;
 
-pub use cache::{fan_out, SourceError, SourcePage, ToolCache, ToolSource};
+pub use cache::{fan_out, Deadline, SourceError, SourcePage, ToolCache, ToolSource};
 pub use catalog::{Catalog, DropKind, Dropped, ExposedTool};
 pub use cursor::CursorError;
 pub use filter::{secret_like_headers, ToolFilter};

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use futures_util::future::{join_all, BoxFuture, FutureExt};
 use junction_catalog::{
-    fan_out, ListStatus, MergedCache, NamingRules, SourceError, SourcePage, ToolCache, ToolFilter,
-    ToolSource,
+    fan_out, Deadline, ListStatus, MergedCache, NamingRules, SourceError, SourcePage, ToolCache,
+    ToolFilter, ToolSource,
 };
 use serde_json::{json, Value};
 
@@ -30,6 +30,8 @@ struct Fake {
     /// Pages by position; the cursor of page i+1 is `p{i+1}`.
     pages: Mutex<Vec<(Vec<&'static str>, Option<u64>)>>,
     delay: Duration,
+    /// The deadline each page was asked under.
+    deadlines: Mutex<Vec<Deadline>>,
 }
 
 impl Fake {
@@ -40,6 +42,7 @@ impl Fake {
             mode: Mutex::new(Mode::Answer),
             pages: Mutex::new(vec![(tools, ttl_ms)]),
             delay: Duration::from_millis(50),
+            deadlines: Mutex::new(Vec::new()),
         })
     }
     fn set(&self, mode: Mode) {
@@ -61,9 +64,11 @@ impl ToolSource for Fake {
     fn list_page<'a>(
         &'a self,
         cursor: Option<String>,
+        deadline: Deadline,
     ) -> BoxFuture<'a, Result<SourcePage, SourceError>> {
         async move {
             self.calls.fetch_add(1, Ordering::SeqCst);
+            self.deadlines.lock().unwrap().push(deadline);
             tokio::time::sleep(self.delay).await;
             let mode = *self.mode.lock().unwrap();
             match mode {
@@ -221,9 +226,16 @@ async fn every_page_is_drained_and_the_bound_is_enforced() {
         .lock()
         .unwrap()
         .extend([(vec!["b1"], Some(2000)), (vec!["c1"], Some(9000))]);
+    let started = tokio::time::Instant::now();
     let got = cache.get(src.as_ref(), TTL, DEADLINE).await;
     assert_eq!(names(&got), ["a1", "a2", "b1", "c1"]);
     assert_eq!(src.calls(), 3);
+    // One deadline for the whole refresh, not one per page.
+    let whole = Deadline {
+        at: started + DEADLINE,
+        budget: DEADLINE,
+    };
+    assert_eq!(*src.deadlines.lock().unwrap(), [whole; 3]);
     assert_eq!(got.ttl_ms, Some(2000), "the shortest page TTL");
     assert!(!got.public, "one private page makes the list private");
 

@@ -373,6 +373,25 @@ impl Record {
         }
     }
 
+    /// Counts one request in the upstream's series
+    /// (`junction_upstream_requests_total`, and its duration since now).
+    pub(crate) fn upstream(
+        metrics: &junction_telemetry::Metrics,
+        upstream: &str,
+        method: &str,
+    ) -> Record {
+        let started = std::time::Instant::now();
+        let (m, u, method) = (metrics.clone(), upstream.to_owned(), method.to_owned());
+        Record::new(move |outcome: &str| {
+            m.upstream_requests_total
+                .with_label_values(&[&u, &method, outcome])
+                .inc();
+            m.upstream_request_duration_seconds
+                .with_label_values(&[&u, &method])
+                .observe(started.elapsed().as_secs_f64());
+        })
+    }
+
     /// From now on, dropping it unrecorded counts the call as `cancelled`.
     pub(crate) fn arm(&mut self) {
         self.armed = true;

@@ -84,18 +84,7 @@ pub async fn complete(
     let meta = client.upstream_meta(&params);
     params.remove("_meta");
     let request = client.upstream_request(cx, METHOD, params, meta);
-    let started = std::time::Instant::now();
-    let mut record = {
-        let (m, u) = (cx.state.metrics.clone(), upstream_id.clone());
-        Record::new(move |outcome: &str| {
-            m.upstream_requests_total
-                .with_label_values(&[&u, METHOD, outcome])
-                .inc();
-            m.upstream_request_duration_seconds
-                .with_label_values(&[&u, METHOD])
-                .observe(started.elapsed().as_secs_f64());
-        })
-    };
+    let mut record = Record::upstream(&cx.state.metrics, &upstream_id, METHOD);
     record.arm();
     let answer = crate::forward::answer_of(upstream, request).await;
     record.record(match &answer {

@@ -69,17 +69,19 @@ pub(crate) async fn fan_out(cx: &Cx<'_>, method: &str, key: &str) -> Fanned {
         if let Some((listed, true)) = cached {
             return Ok(listed);
         }
-        let fetched = match tokio::time::timeout(deadline, fetch_all(cx, u, method, key)).await {
-            Ok(Fetch::Listed(c)) => Listed::Items(c),
-            Ok(Fetch::Unsupported) => Listed::Unsupported,
-            Ok(Fetch::Failed(e)) => return Err((e, cached.map(|(l, _)| l))),
-            Err(_) => {
-                let e = GatewayError::UpstreamTimeout {
-                    upstream: u.id.clone(),
-                };
-                return Err((e, cached.map(|(l, _)| l)));
-            }
-        };
+        let until = tokio::time::Instant::now() + deadline;
+        let fetched =
+            match tokio::time::timeout_at(until, fetch_all(cx, u, method, key, until)).await {
+                Ok(Fetch::Listed(c)) => Listed::Items(c),
+                Ok(Fetch::Unsupported) => Listed::Unsupported,
+                Ok(Fetch::Failed(e)) => return Err((e, cached.map(|(l, _)| l))),
+                Err(_) => {
+                    let e = GatewayError::UpstreamTimeout {
+                        upstream: u.id.clone(),
+                    };
+                    return Err((e, cached.map(|(l, _)| l)));
+                }
+            };
         list_cache::put(u, method, &fetched);
         Ok(fetched)
     }))
@@ -105,7 +107,13 @@ pub(crate) async fn fan_out(cx: &Cx<'_>, method: &str, key: &str) -> Fanned {
     out
 }
 
-async fn fetch_all(cx: &Cx<'_>, u: &UpstreamEntry, method: &str, key: &str) -> Fetch {
+async fn fetch_all(
+    cx: &Cx<'_>,
+    u: &UpstreamEntry,
+    method: &str,
+    key: &str,
+    deadline: tokio::time::Instant,
+) -> Fetch {
     let max_pages = cx.state.config.catalog.max_pages.max(1);
     let mut c = Contribution {
         upstream: u.id.clone(),
@@ -121,24 +129,25 @@ async fn fetch_all(cx: &Cx<'_>, u: &UpstreamEntry, method: &str, key: &str) -> F
                 params.insert("cursor".into(), raw);
             }
         }
-        let started = std::time::Instant::now();
-        let page = fetch_page(u, method, params).await;
-        let outcome = if matches!(page, Ok(Some(_))) {
-            "ok"
-        } else {
-            "error"
-        };
-        let m = &cx.state.metrics;
-        m.upstream_requests_total
-            .with_label_values(&[&u.id, method, outcome])
-            .inc();
-        m.upstream_request_duration_seconds
-            .with_label_values(&[&u.id, method])
-            .observe(started.elapsed().as_secs_f64());
+        let page = fetch_page(u, method, params);
+        let page = counted_page(
+            &cx.state.metrics,
+            &u.id,
+            method,
+            deadline,
+            page,
+            Option::is_some,
+        )
+        .await;
         let raw = match page {
-            Ok(Some(raw)) => raw,
-            Ok(None) => return Fetch::Unsupported,
-            Err(e) => return Fetch::Failed(e),
+            Some(Ok(Some(raw))) => raw,
+            Some(Ok(None)) => return Fetch::Unsupported,
+            Some(Err(e)) => return Fetch::Failed(e),
+            None => {
+                return Fetch::Failed(GatewayError::UpstreamTimeout {
+                    upstream: u.id.clone(),
+                })
+            }
         };
         let bad = |detail: String| {
             Fetch::Failed(GatewayError::UpstreamProtocol {
@@ -174,6 +183,31 @@ async fn fetch_all(cx: &Cx<'_>, u: &UpstreamEntry, method: &str, key: &str) -> F
     }
     tracing::warn!(upstream = %u.id, method, max_pages, "list truncated at catalog.max_pages");
     Fetch::Listed(c)
+}
+
+/// One list page request to an upstream, stopped at the list's `deadline`
+/// (`None`), and counted in the upstream's series however it ends: `ok` (a
+/// page came: `Ok` with a value `is_page` accepts), `error`,
+/// `upstream_timeout` (the deadline passed), or
+/// `cancelled` when it is dropped unfinished (the client that asked for the
+/// list left before it was in).
+pub(crate) async fn counted_page<T, E>(
+    metrics: &junction_telemetry::Metrics,
+    upstream: &str,
+    method: &str,
+    deadline: tokio::time::Instant,
+    page: impl std::future::Future<Output = Result<T, E>>,
+    is_page: fn(&T) -> bool,
+) -> Option<Result<T, E>> {
+    let mut record = bridge::Record::upstream(metrics, upstream, method);
+    record.arm();
+    let page = tokio::time::timeout_at(deadline, page).await.ok();
+    record.record(match &page {
+        Some(Ok(p)) if is_page(p) => "ok",
+        Some(_) => "error",
+        None => "upstream_timeout",
+    });
+    page
 }
 
 /// One page's raw result; `None` when the upstream has no such method.
@@ -236,18 +270,7 @@ pub(crate) async fn forward(
         GatewayError::InvalidParams(format!("{target:?} belongs to no upstream of this route"))
     })?;
     let metrics = cx.state.metrics.clone();
-    let started = std::time::Instant::now();
-    let record = {
-        let (m, u, meth) = (metrics.clone(), upstream_id.to_owned(), method.to_owned());
-        bridge::Record::new(move |outcome: &str| {
-            m.upstream_requests_total
-                .with_label_values(&[&u, &meth, outcome])
-                .inc();
-            m.upstream_request_duration_seconds
-                .with_label_values(&[&u, &meth])
-                .observe(started.elapsed().as_secs_f64());
-        })
-    };
+    let record = bridge::Record::upstream(&metrics, upstream_id, method);
     let modern = matches!(client, ClientSide::Modern { .. });
     let kind = if method == "prompts/get" {
         "prompt"

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use junction_catalog::{
-    Catalog, NamingRules, SourceError, SourcePage, ToolCache, ToolFilter, ToolSource,
+    Catalog, Deadline, NamingRules, SourceError, SourcePage, ToolCache, ToolFilter, ToolSource,
 };
 use junction_config::{Config, ProtocolPref, RouteConfig, Transport, UpstreamConfig};
 use junction_protocol::seal::Sealer;
@@ -109,20 +109,23 @@ impl ToolSource for UpstreamSource {
     fn list_page<'a>(
         &'a self,
         cursor: Option<String>,
+        deadline: Deadline,
     ) -> BoxFuture<'a, Result<SourcePage, SourceError>> {
         Box::pin(async move {
-            let started = std::time::Instant::now();
-            let result = self.0.list_tools_page(cursor).await;
-            let outcome = if result.is_ok() { "ok" } else { "error" };
-            let m = &self.1;
-            let id = self.0.id();
-            m.upstream_requests_total
-                .with_label_values(&[id, "tools/list", outcome])
-                .inc();
-            m.upstream_request_duration_seconds
-                .with_label_values(&[id, "tools/list"])
-                .observe(started.elapsed().as_secs_f64());
-            let page = result.map_err(|e| SourceError(e.to_string()))?;
+            let page = crate::forward::counted_page(
+                &self.1,
+                self.0.id(),
+                "tools/list",
+                deadline.at,
+                self.0.list_tools_page(cursor),
+                |_| true,
+            )
+            .await;
+            let page = match page {
+                Some(Ok(page)) => page,
+                Some(Err(e)) => return Err(SourceError(e.to_string())),
+                None => return Err(deadline.error()),
+            };
             Ok(SourcePage {
                 tools: page.tools,
                 next_cursor: page.next_cursor,
