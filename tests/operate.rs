@@ -143,6 +143,64 @@ async fn config_edits_take_effect_without_restart_and_bad_edits_change_nothing_b
     assert!(logged, "{}", gw.stderr());
 }
 
+/// The replica's bounded tables show on /metrics with their capacity, and
+/// their entries follow what clients do: a handshake-era session sets its log
+/// level, then ends with DELETE (remembered as ended; its level forgotten).
+#[tokio::test]
+async fn bounded_tables_show_their_entries_and_capacity() {
+    let up = MockUpstream::start(MockSpec::modern("up", vec![MockTool::echo("echo")])).await;
+    let yaml = format!(
+        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: up, url: {}}}\n",
+        up.url
+    );
+    let gw = spawn_gateway(bin(), &yaml).await;
+    let tables = || async {
+        let scrape = get(&gw.url("/metrics")).await.1;
+        let series = |family: &str, table: &str| {
+            metric(
+                &scrape,
+                &format!("junction_table_{family}{{table=\"{table}\"}}"),
+            )
+        };
+        [
+            ("held_calls", 1024.0),
+            ("waiting_questions", 4096.0),
+            ("change_streams", 10_000.0),
+            ("subscribed_sessions", 10_000.0),
+            ("session_log_levels", 10_000.0),
+            ("cancellable_calls", 100_000.0),
+            ("ended_sessions", 100_000.0),
+        ]
+        .map(|(table, capacity)| {
+            assert_eq!(
+                series("capacity", table),
+                Some(capacity),
+                "{table}\n{scrape}"
+            );
+            (table, series("entries", table).unwrap_or(-1.0))
+        })
+    };
+    let entries =
+        |of: &[(&str, f64)], table: &str| of.iter().find(|(t, _)| *t == table).map(|(_, n)| *n);
+    let before = tables().await;
+    assert!(before.iter().all(|(_, n)| *n == 0.0), "{before:?}");
+
+    let c = TestClient::legacy(&gw.url("/mcp"), "2025-11-25");
+    assert_eq!(c.initialize().await.status, 200);
+    let set = c
+        .request("logging/setLevel", json!({"level": "warning"}))
+        .await;
+    assert_eq!(set.status, 200, "{}", set.text());
+    let levelled = tables().await;
+    assert_eq!(entries(&levelled, "session_log_levels"), Some(1.0));
+    assert_eq!(entries(&levelled, "ended_sessions"), Some(0.0));
+
+    assert_eq!(c.delete_session().await.status, 200);
+    let ended = tables().await;
+    assert_eq!(entries(&ended, "session_log_levels"), Some(0.0));
+    assert_eq!(entries(&ended, "ended_sessions"), Some(1.0));
+}
+
 #[tokio::test]
 async fn health_readiness_and_metrics() {
     let up = MockUpstream::start(MockSpec::modern("up", vec![MockTool::echo("echo")])).await;

@@ -40,6 +40,7 @@ mod legacy;
 mod respond;
 
 pub(crate) use held::client_response;
+pub(crate) use held::tables as held_tables;
 pub(crate) use legacy::copy_request;
 pub(crate) use respond::respond;
 

@@ -18,7 +18,7 @@ use tokio::sync::Notify;
 
 /// Calls one replica can have registered at once; later ones still run, they
 /// just cannot be cancelled by notification (the client can still hang up).
-const MAX_CALLS: usize = 100_000;
+pub(crate) const MAX_CALLS: usize = 100_000;
 
 type Key = (String, Id);
 
@@ -67,8 +67,7 @@ impl InFlight {
         }
     }
 
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         lock(&self.calls).len()
     }
 }

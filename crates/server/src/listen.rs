@@ -23,7 +23,7 @@ use crate::session;
 /// URIs one stream or session may watch.
 const MAX_URIS: usize = 256;
 /// Handshake-era sessions with subscribed URIs per process.
-const MAX_SESSIONS: usize = 10_000;
+pub(crate) const MAX_SESSIONS: usize = 10_000;
 
 fn too_many() -> GatewayError {
     GatewayError::Unsupported("too many open change streams on this gateway".into())

@@ -233,6 +233,7 @@ fn route(
             "/healthz" => response::text(StatusCode::OK, "ok\n"),
             "/readyz" => readyz(&state).await,
             "/metrics" => {
+                state.observe_tables();
                 let mut r =
                     Response::new(response::full(junction_telemetry::render(&shared.registry)));
                 r.headers_mut().insert(

@@ -19,7 +19,7 @@ use serde_json::value::RawValue;
 use tokio::time::Instant;
 
 /// Sessions whose level one replica remembers at once.
-const MAX_SESSIONS: usize = 10_000;
+pub(crate) const MAX_SESSIONS: usize = 10_000;
 
 /// Syslog severities of MCP's `LoggingLevel`, least severe first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -150,6 +150,14 @@ impl SessionLevels {
         Ok(())
     }
 
+    /// Sessions whose level has not expired (the expired are dropped here).
+    pub fn live(&self) -> usize {
+        let mut levels = self.lock();
+        let now = Instant::now();
+        levels.retain(|_, (_, until)| *until > now);
+        levels.len()
+    }
+
     /// The session's level, if it set one that has not expired.
     pub fn get(&self, session: &str) -> Option<Level> {
         let levels = self.lock();
@@ -221,6 +229,7 @@ mod tests {
         assert_eq!(s.get("a"), Some(Level::Error));
         s.set("gone", Level::Info, Duration::ZERO).unwrap();
         assert_eq!(s.get("gone"), None);
+        assert_eq!(s.live(), 1, "the expired entry is not counted");
         for i in 0..MAX_SESSIONS {
             let _ = s.set(&format!("s{i}"), Level::Debug, Duration::from_secs(60));
         }
@@ -228,5 +237,6 @@ mod tests {
             .set("one-more", Level::Debug, Duration::from_secs(60))
             .is_err());
         assert_eq!(s.get("a"), Some(Level::Error), "a live entry survives");
+        assert_eq!(s.live(), MAX_SESSIONS);
     }
 }

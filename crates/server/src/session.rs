@@ -44,7 +44,7 @@ pub struct Revoked {
 }
 
 /// Ended sessions one replica remembers at once.
-const MAX_REVOKED: usize = 100_000;
+pub(crate) const MAX_REVOKED: usize = 100_000;
 
 impl Revoked {
     /// Ends the session for `ttl` (its longest possible remaining life); false
@@ -60,6 +60,14 @@ impl Revoked {
         }
         ended.insert(key.to_owned(), now + ttl);
         true
+    }
+
+    /// Sessions still ended (those past their life are dropped here).
+    pub fn live(&self) -> usize {
+        let mut ended = self.lock();
+        let now = tokio::time::Instant::now();
+        ended.retain(|_, until| *until > now);
+        ended.len()
     }
 
     pub fn is_revoked(&self, key: &str) -> bool {

@@ -137,6 +137,22 @@ impl ToolSource for UpstreamSource {
 }
 
 impl State {
+    /// Sets `junction_table_entries` and `junction_table_capacity` for this
+    /// replica's bounded tables; called at each scrape.
+    pub(crate) fn observe_tables(&self) {
+        let tables = self.hub.tables();
+        let m = &self.metrics;
+        for (table, entries, capacity) in tables.into_iter().chain(crate::bridge::held_tables()) {
+            let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+            m.table_entries
+                .with_label_values(&[table])
+                .set(gauge(entries));
+            m.table_capacity
+                .with_label_values(&[table])
+                .set(gauge(capacity));
+        }
+    }
+
     /// `env` is the process environment (injected so tests never mutate it).
     pub async fn build(
         config: Config,

@@ -75,6 +75,10 @@ pub struct MetricFamilies {
     pub config_reloads_total: IntCounterVec,
     pub config_last_reload_success: IntGauge,
     pub open_streams: IntGaugeVec,
+    /// A replica's bounded tables (held calls, ended sessions, ...): live
+    /// entries and the most each holds, set at each scrape.
+    pub table_entries: IntGaugeVec,
+    pub table_capacity: IntGaugeVec,
     /// Which exposed tool names may be used as a `tool` label (bounded).
     pub tool_labels: ToolLabels,
     /// `open_streams{kind="call"}` and `catalog_lookups_total{result=hit|miss}`,
@@ -265,6 +269,20 @@ impl Metrics {
                 Opts::new("junction_open_streams", "Open SSE streams, by kind"),
                 &["kind"],
             )?,
+            table_entries: IntGaugeVec::new(
+                Opts::new(
+                    "junction_table_entries",
+                    "Live entries in one of the replica's bounded tables",
+                ),
+                &["table"],
+            )?,
+            table_capacity: IntGaugeVec::new(
+                Opts::new(
+                    "junction_table_capacity",
+                    "The most entries one of the replica's bounded tables holds",
+                ),
+                &["table"],
+            )?,
             tool_labels: ToolLabels::new(ToolLabels::DEFAULT_CAP),
             open_call_streams: OnceLock::new(),
             catalog_hits: OnceLock::new(),
@@ -287,6 +305,8 @@ impl Metrics {
         registry.register(Box::new(m.config_reloads_total.clone()))?;
         registry.register(Box::new(m.config_last_reload_success.clone()))?;
         registry.register(Box::new(m.open_streams.clone()))?;
+        registry.register(Box::new(m.table_entries.clone()))?;
+        registry.register(Box::new(m.table_capacity.clone()))?;
         registry.register(Box::new(m.upstream_connections_opened_total.clone()))?;
         registry.register(Box::new(m.upstream_connections.clone()))?;
         registry.register(Box::new(DroppedLogLines::new()?))?;

@@ -31,6 +31,14 @@ const MAX_HELD: usize = 1024;
 /// Questions to handshake-era clients in flight at once per process.
 const MAX_WAITING: usize = 4096;
 
+/// The held calls and waiting questions: (name, entries, capacity).
+pub(crate) fn tables() -> [(&'static str, usize, usize); 2] {
+    [
+        ("held_calls", lock(&HELD).len(), MAX_HELD),
+        ("waiting_questions", lock(&WAITING).len(), MAX_WAITING),
+    ]
+}
+
 const EXPIRED: &str = "input request expired, call again";
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

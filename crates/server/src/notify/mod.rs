@@ -141,6 +141,39 @@ impl Hub {
         lock(&self.subs).len()
     }
 
+    /// This replica's bounded tables: (name, live entries, capacity).
+    pub(crate) fn tables(&self) -> [(&'static str, usize, usize); 5] {
+        let subscribed = {
+            let mut sessions = lock(&self.sessions);
+            let now = tokio::time::Instant::now();
+            sessions.retain(|_, s| s.expires > now);
+            sessions.len()
+        };
+        [
+            ("change_streams", self.open_streams(), MAX_SUBSCRIBERS),
+            (
+                "subscribed_sessions",
+                subscribed,
+                crate::listen::MAX_SESSIONS,
+            ),
+            (
+                "session_log_levels",
+                self.log_levels.live(),
+                crate::logging::MAX_SESSIONS,
+            ),
+            (
+                "cancellable_calls",
+                self.in_flight.len(),
+                crate::cancel::MAX_CALLS,
+            ),
+            (
+                "ended_sessions",
+                self.revoked.live(),
+                crate::session::MAX_REVOKED,
+            ),
+        ]
+    }
+
     /// Registers a stream for the caller of `cx` and returns its receiver,
     /// `greeting` (the acknowledgement) queued first; `None` when the process
     /// already holds `MAX_SUBSCRIBERS` streams.
