@@ -555,6 +555,12 @@ tests:
       - {series: 'junction_config_last_reload_success{$sel,pod="a"}', values: '1 1 0x18'}
       - {series: 'junction_config_last_reload_success{$sel,pod="b"}', values: '1x20'}
       - {series: 'junction_config_last_reload_success{job="other",namespace="$namespace",pod="c"}', values: '0x20'}
+      # Pod a holds 1000 of 1024 calls for client input; its ended sessions
+      # table is nearly empty.
+      - {series: 'junction_table_entries{$sel,pod="a",table="held_calls"}', values: '1000x20'}
+      - {series: 'junction_table_capacity{$sel,pod="a",table="held_calls"}', values: '1024x20'}
+      - {series: 'junction_table_entries{$sel,pod="a",table="ended_sessions"}', values: '10x20'}
+      - {series: 'junction_table_capacity{$sel,pod="a",table="ended_sessions"}', values: '100000x20'}
       # Pod a starts dropping log lines at minute 4; pod b never does.
       - {series: 'junction_log_lines_dropped_total{$sel,pod="a"}', values: '0 0 0 0 50+50x16'}
       - {series: 'junction_log_lines_dropped_total{$sel,pod="b"}', values: '0x20'}
@@ -611,6 +617,14 @@ tests:
             exp_annotations:
               summary: Junction a rejected its new config
               description: 'The last config reload on a failed; it keeps serving the previous config. See its logs ("config reload failed") or run junction validate on the ConfigMap.'
+      - {eval_time: 3m, alertname: JunctionTableNearlyFull, exp_alerts: []}
+      - eval_time: 10m
+        alertname: JunctionTableNearlyFull
+        exp_alerts:
+          - exp_labels: {severity: warning, job: $release, namespace: $namespace, pod: a, table: held_calls}
+            exp_annotations:
+              summary: 'Junction a: table held_calls is nearly full'
+              description: 'The held_calls table on a is 97.66% full. Past its capacity it refuses new entries (calls needing client input, subscriptions, log levels, session DELETEs). Add replicas, or look for clients that never finish.'
       - {eval_time: 3m, alertname: JunctionLogLinesDropped, exp_alerts: []}
       - eval_time: 10m
         alertname: JunctionLogLinesDropped
