@@ -148,12 +148,7 @@ async fn config_edits_take_effect_without_restart_and_bad_edits_change_nothing_b
 /// level, then ends with DELETE (remembered as ended; its level forgotten).
 #[tokio::test]
 async fn bounded_tables_show_their_entries_and_capacity() {
-    let up = MockUpstream::start(MockSpec::modern("up", vec![MockTool::echo("echo")])).await;
-    let yaml = format!(
-        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: up, url: {}}}\n",
-        up.url
-    );
-    let gw = spawn_gateway(bin(), &yaml).await;
+    let (_up, gw) = one_echo_upstream().await;
     let tables = || async {
         let scrape = get(&gw.url("/metrics")).await.1;
         let series = |family: &str, table: &str| {
@@ -203,12 +198,7 @@ async fn bounded_tables_show_their_entries_and_capacity() {
 
 #[tokio::test]
 async fn health_readiness_and_metrics() {
-    let up = MockUpstream::start(MockSpec::modern("up", vec![MockTool::echo("echo")])).await;
-    let yaml = format!(
-        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: up, url: {}}}\n",
-        up.url
-    );
-    let gw = spawn_gateway(bin(), &yaml).await;
+    let (up, gw) = one_echo_upstream().await;
     assert_eq!(get(&gw.url("/healthz")).await.0, 200);
     assert!(eventually(|| async { get(&gw.url("/readyz")).await.0 == 200 }).await);
     let c = TestClient::modern(&gw.url("/mcp"));
