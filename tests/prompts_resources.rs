@@ -106,6 +106,19 @@ async fn prompts_of_both_upstreams_are_listed_and_got_by_both_eras() {
             "an upstream without prompts is not degraded: {}",
             l.result()
         );
+        // Nor is its -32601 a failed request in its upstream series.
+        let scrape = TestClient::modern(&w.gw.url("/metrics"))
+            .raw("GET", vec![], vec![])
+            .await;
+        let scrape = String::from_utf8_lossy(&scrape.raw);
+        let gamma = |outcome: &str| {
+            junction_testkit::metric(
+                &scrape,
+                &format!("junction_upstream_requests_total{{method=\"prompts/list\",outcome=\"{outcome}\",upstream=\"gamma\"}}"),
+            )
+        };
+        assert!(gamma("ok") >= Some(1.0), "{scrape}");
+        assert_eq!(gamma("error"), None, "{scrape}");
         if modern {
             assert_eq!(l.result()["resultType"], "complete");
             assert!(l.result()["ttlMs"].is_u64(), "{}", l.result());

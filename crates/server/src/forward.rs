@@ -130,15 +130,7 @@ async fn fetch_all(
             }
         }
         let page = fetch_page(u, method, params);
-        let page = counted_page(
-            &cx.state.metrics,
-            &u.id,
-            method,
-            deadline,
-            page,
-            Option::is_some,
-        )
-        .await;
+        let page = counted_page(&cx.state.metrics, &u.id, method, deadline, page).await;
         let raw = match page {
             Some(Ok(Some(raw))) => raw,
             Some(Ok(None)) => return Fetch::Unsupported,
@@ -187,24 +179,23 @@ async fn fetch_all(
 
 /// One list page request to an upstream, stopped at the list's `deadline`
 /// (`None`), and counted in the upstream's series however it ends: `ok` (a
-/// page came: `Ok` with a value `is_page` accepts), `error`,
-/// `upstream_timeout` (the deadline passed), or
-/// `cancelled` when it is dropped unfinished (the client that asked for the
-/// list left before it was in).
+/// page, or -32601 from an upstream that has no such list: Junction reads
+/// that as an empty list, not a failure), `error`, `upstream_timeout` (the
+/// deadline passed), or `cancelled` when it is dropped unfinished (the client
+/// that asked for the list left before it was in).
 pub(crate) async fn counted_page<T, E>(
     metrics: &junction_telemetry::Metrics,
     upstream: &str,
     method: &str,
     deadline: tokio::time::Instant,
     page: impl std::future::Future<Output = Result<T, E>>,
-    is_page: fn(&T) -> bool,
 ) -> Option<Result<T, E>> {
     let mut record = bridge::Record::upstream(metrics, upstream, method);
     record.arm();
     let page = tokio::time::timeout_at(deadline, page).await.ok();
     record.record(match &page {
-        Some(Ok(p)) if is_page(p) => "ok",
-        Some(_) => "error",
+        Some(Ok(_)) => "ok",
+        Some(Err(_)) => "error",
         None => "upstream_timeout",
     });
     page

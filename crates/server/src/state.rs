@@ -118,7 +118,6 @@ impl ToolSource for UpstreamSource {
                 "tools/list",
                 deadline.at,
                 self.0.list_tools_page(cursor),
-                |_| true,
             )
             .await;
             let page = match page {
