@@ -144,7 +144,7 @@ pub(crate) fn catalog(ctx: &mut Ctx, v: Option<&Value>) -> CatalogConfig {
         &["list_deadline", "max_pages", "page_size"],
     );
     CatalogConfig {
-        list_deadline: o.duration(ctx, "list_deadline", Duration::from_secs(5)),
+        list_deadline: o.positive_duration(ctx, "list_deadline", Duration::from_secs(5)),
         max_pages: o
             .int(ctx, "max_pages", 1, u64::from(u32::MAX))
             .map_or(32, |n| n as u32),
@@ -174,9 +174,13 @@ pub(crate) fn limits(ctx: &mut Ctx, v: Option<&Value>) -> LimitsConfig {
             .int(ctx, "max_header_count", 1, 10_000)
             .map_or(100, |n| n as usize),
         max_header_bytes: o.size(ctx, "max_header_bytes", 16 * 1024),
-        header_read_timeout: o.duration(ctx, "header_read_timeout", Duration::from_secs(10)),
-        body_read_timeout: o.duration(ctx, "body_read_timeout", Duration::from_secs(30)),
-        idle_timeout: o.duration(ctx, "idle_timeout", Duration::from_secs(120)),
+        header_read_timeout: o.positive_duration(
+            ctx,
+            "header_read_timeout",
+            Duration::from_secs(10),
+        ),
+        body_read_timeout: o.positive_duration(ctx, "body_read_timeout", Duration::from_secs(30)),
+        idle_timeout: o.positive_duration(ctx, "idle_timeout", Duration::from_secs(120)),
     }
 }
 
@@ -210,14 +214,14 @@ pub(crate) fn request_state(
     RequestStateConfig {
         secret,
         secret_env,
-        ttl: o.duration(ctx, "ttl", Duration::from_secs(600)),
+        ttl: o.positive_duration(ctx, "ttl", Duration::from_secs(600)),
     }
 }
 
 pub(crate) fn sessions(ctx: &mut Ctx, v: Option<&Value>) -> SessionsConfig {
     let o = Obj::new(ctx, v, "sessions", &["ttl"]);
     SessionsConfig {
-        ttl: o.duration(ctx, "ttl", Duration::from_secs(24 * 3600)),
+        ttl: o.positive_duration(ctx, "ttl", Duration::from_secs(24 * 3600)),
     }
 }
 

@@ -70,7 +70,7 @@ pub(crate) fn upstreams(ctx: &mut Ctx, root: &Obj) -> (Vec<UpstreamConfig>, Vec<
             Some(id)
         });
         let transport = transport(ctx, &o);
-        let timeout = o.duration(ctx, "timeout", Duration::from_secs(30));
+        let timeout = o.positive_duration(ctx, "timeout", Duration::from_secs(30));
         let protocol = match o.choice(ctx, "protocol", &["auto", "modern", "legacy"]) {
             Some(1) => ProtocolPref::Modern,
             Some(2) => ProtocolPref::Legacy,

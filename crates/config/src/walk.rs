@@ -140,6 +140,20 @@ impl<'v> Obj<'v> {
         parse_duration(ctx, &self.key_path(key), v).unwrap_or(default)
     }
 
+    /// A duration for which zero is a mistake, not a setting: a timeout, a
+    /// deadline or a lifetime of 0 would fail or expire everything at once.
+    pub fn positive_duration(&self, ctx: &mut Ctx, key: &str, default: Duration) -> Duration {
+        let d = self.duration(ctx, key, default);
+        if d.is_zero() {
+            ctx.err(
+                &self.key_path(key),
+                "must be greater than zero: with 0 every request would time out or expire at once",
+            );
+            return default;
+        }
+        d
+    }
+
     pub fn size(&self, ctx: &mut Ctx, key: &str, default: usize) -> usize {
         let Some(v) = self.get(key) else {
             return default;

@@ -99,6 +99,31 @@ fn durations_and_sizes() {
     assert!(m.contains("\"5s\""), "{m}");
     let (p, _) = one(&format!("{UP}limits: {{max_header_bytes: 12 parsecs}}"));
     assert_eq!(p, "limits.max_header_bytes");
+    // A timeout, deadline or lifetime of zero would fail or expire
+    // everything at once; durations where 0 means "none" stay allowed.
+    let zeros = errors(
+        "upstreams: [{id: a, url: 'http://127.0.0.1:1/mcp', timeout: 0s, list_ttl: 0s}]\n\
+         catalog: {list_deadline: 0ms}\n\
+         limits: {header_read_timeout: 0s, body_read_timeout: 0s, idle_timeout: 0s}\n\
+         request_state: {ttl: 0s}\nsessions: {ttl: 0s}\nserver: {shutdown_grace: 0s}\n",
+    );
+    assert_eq!(
+        zeros.paths(),
+        [
+            "upstreams[0].timeout",
+            "catalog.list_deadline",
+            "limits.header_read_timeout",
+            "limits.body_read_timeout",
+            "limits.idle_timeout",
+            "request_state.ttl",
+            "sessions.ttl",
+        ],
+        "{zeros}"
+    );
+    assert!(
+        zeros.errors[0].message.contains("greater than zero"),
+        "{zeros}"
+    );
     let c = load_str(&format!("{UP}limits: {{max_body_bytes: 1000, max_header_bytes: 512KiB}}\nsessions: {{ttl: 250ms}}"), &[]).unwrap();
     assert_eq!(c.limits.max_body_bytes, 1000);
     assert_eq!(c.limits.max_header_bytes, 512 * 1024);
