@@ -676,3 +676,41 @@ async fn two_gateways_sharing_redis_enforce_one_combined_limit() {
         closed.text()
     );
 }
+
+/// A JWKS URL over plain http to another host is warned about at startup
+/// (anyone on the path could swap the signing keys); one on loopback is not.
+/// The keys are fetched on the first token, so neither gateway sends a byte
+/// to the URL here.
+#[tokio::test]
+async fn signing_keys_over_plain_http_to_another_host_are_warned_about() {
+    let up = MockUpstream::start(MockSpec::modern("up", vec![MockTool::echo("echo")])).await;
+    let started = |jwks_url: &'static str| {
+        let yaml = format!(
+            "server: {{listen: 127.0.0.1:0}}\n\
+             upstreams:\n  - {{id: up, url: {}}}\n\
+             auth: {{jwt: {{issuer: 'https://issuer.test', audiences: [junction], jwks_url: '{jwks_url}'}}}}\n",
+            up.url
+        );
+        async move {
+            let gw = spawn_gateway(bin(), &yaml).await;
+            // Logged after the config is built, and so after any warning about it.
+            for _ in 0..100 {
+                if gw.stderr().contains("junction listening") {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let stderr = gw.stderr();
+            assert!(stderr.contains("junction listening"), "{stderr}");
+            stderr
+        }
+    };
+    let warning = "jwks_url is plain http to another host";
+    let remote = started("http://192.0.2.7/jwks").await;
+    assert!(remote.contains(warning), "{remote}");
+    assert!(remote.contains("http://192.0.2.7/jwks"), "{remote}");
+    for local in ["http://127.0.0.1:9/jwks", "https://192.0.2.7/jwks"] {
+        let stderr = started(local).await;
+        assert!(!stderr.contains(warning), "{local}: {stderr}");
+    }
+}

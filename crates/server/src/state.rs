@@ -98,6 +98,21 @@ pub struct Auth {
     pub authorizer: junction_policy::Authorizer,
 }
 
+/// Whether a JWKS URL fetches the signing keys unencrypted from another
+/// machine: plain http to a host that is not loopback.
+fn keys_in_clear(url: &str) -> bool {
+    let Ok(uri) = url.parse::<http::Uri>() else {
+        return false;
+    };
+    let host = uri.host().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    uri.scheme_str() == Some("http")
+        && !host.eq_ignore_ascii_case("localhost")
+        && !host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Adapts an upstream client to the catalog's `ToolSource` trait.
 struct UpstreamSource(Arc<Upstream>, Metrics);
 
@@ -176,6 +191,12 @@ impl State {
             if net.prefix_len() == 0 {
                 tracing::warn!(%net, "server.trusted_proxies trusts every address: any client's X-Forwarded-For is believed, so a caller can choose its own client_ip rate-limit bucket");
             }
+        }
+        if let Some(url) = config.auth.as_ref().and_then(|a| match &a.jwt.jwks {
+            junction_config::JwksSource::Url(url) => keys_in_clear(url).then_some(url),
+            junction_config::JwksSource::File(_) => None,
+        }) {
+            tracing::warn!(jwks_url = %url, "auth.jwt.jwks_url is plain http to another host: the token signing keys travel unencrypted, so anyone on the path can swap them and mint tokens Junction accepts; serve them over https");
         }
         let mut upstreams = HashMap::new();
         for (index, u) in config.upstreams.iter().enumerate() {
@@ -440,4 +461,30 @@ fn fingerprint(spec: &UpstreamSpec, list_ttl: Duration) -> String {
         "{transport}|{:?}|{era}|{list_ttl:?}|{}",
         spec.timeout, spec.max_message_bytes
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keys_in_clear;
+
+    #[test]
+    fn only_plain_http_to_another_host_sends_keys_in_clear() {
+        for url in [
+            "http://keycloak.auth.svc:8080/realms/x/protocol/openid-connect/certs",
+            "http://192.0.2.7/jwks",
+            "http://[2001:db8::1]/jwks",
+        ] {
+            assert!(keys_in_clear(url), "{url}");
+        }
+        for url in [
+            "https://issuer.example/jwks",
+            "http://127.0.0.1:9000/jwks",
+            "http://127.3.2.1/jwks",
+            "http://localhost/jwks",
+            "http://LOCALHOST:80/jwks",
+            "http://[::1]:9000/jwks",
+        ] {
+            assert!(!keys_in_clear(url), "{url}");
+        }
+    }
 }
