@@ -69,19 +69,13 @@ pub(crate) async fn fan_out(cx: &Cx<'_>, method: &str, key: &str) -> Fanned {
         if let Some((listed, true)) = cached {
             return Ok(listed);
         }
+        // Every page stops at the deadline itself (`counted_page`).
         let until = tokio::time::Instant::now() + deadline;
-        let fetched =
-            match tokio::time::timeout_at(until, fetch_all(cx, u, method, key, until)).await {
-                Ok(Fetch::Listed(c)) => Listed::Items(c),
-                Ok(Fetch::Unsupported) => Listed::Unsupported,
-                Ok(Fetch::Failed(e)) => return Err((e, cached.map(|(l, _)| l))),
-                Err(_) => {
-                    let e = GatewayError::UpstreamTimeout {
-                        upstream: u.id.clone(),
-                    };
-                    return Err((e, cached.map(|(l, _)| l)));
-                }
-            };
+        let fetched = match fetch_all(cx, u, method, key, until).await {
+            Fetch::Listed(c) => Listed::Items(c),
+            Fetch::Unsupported => Listed::Unsupported,
+            Fetch::Failed(e) => return Err((e, cached.map(|(l, _)| l))),
+        };
         list_cache::put(u, method, &fetched);
         Ok(fetched)
     }))
