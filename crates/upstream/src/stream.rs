@@ -6,18 +6,26 @@
 //! `next_bridged` hands such requests to the caller, who answers them with
 //! `reply` on the same session or channel while the stream stays open; `next`
 //! refuses them on the caller's behalf (Junction offers nothing it cannot relay).
+//!
+//! This module also defines what a transport hands a `ResponseStream`: an
+//! `EventSource` (the events still to come), a `Reply` (where answers to
+//! server requests go) and a `Strays` channel with its `Roster`. The HTTP and
+//! stdio transports implement them; this module knows neither, so the
+//! transports depend on it and never the other way round.
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use junction_protocol::codes;
 use junction_protocol::jsonrpc::{self, Id, RpcError};
 use serde_json::value::RawValue;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::http::{Responder, SseBody};
-use crate::stdio::{Proc, StdioRx};
 use crate::{UpstreamError, UpstreamEvent};
 
 /// A request a handshake-era upstream sent to its client during a call.
@@ -46,20 +54,68 @@ pub(crate) fn is_bridgeable(method: &str) -> bool {
     )
 }
 
+/// The events of one request that are yet to arrive (an SSE body, a stdio
+/// call's channels). Poll-based, so reading one costs no future of its own.
+pub(crate) trait EventSource: Send {
+    /// `Ready(None)`: the source ended (without our response, if none came).
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Item>>;
+
+    /// The response arrived: release what the request holds without calling
+    /// it off. Dropping a source unsettled abandons its request.
+    fn settle(self: Box<Self>) {}
+}
+
+/// Where answers to server requests go (a legacy HTTP session, a child's
+/// stdin). Boxing the future is fine: replies are rare.
+pub(crate) trait Reply: Send + Sync {
+    fn reply(&self, message: Vec<u8>, deadline: Instant) -> ReplyFuture<'_>;
+}
+
+pub(crate) type ReplyFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<(), UpstreamError>> + Send + 'a>>;
+
+/// The calls that take server requests naming no call: `leave` takes
+/// `key`'s call off when its stream goes.
+pub(crate) trait Roster: Send + Sync {
+    fn leave(&self, key: u64);
+}
+
+/// One call's share of the server requests that arrived naming no call (a
+/// session's GET stream); dropping it leaves the roster.
+pub(crate) struct Strays {
+    rx: mpsc::Receiver<ServerRequest>,
+    key: u64,
+    roster: Arc<dyn Roster>,
+}
+
+impl Strays {
+    pub(crate) fn new(
+        rx: mpsc::Receiver<ServerRequest>,
+        key: u64,
+        roster: Arc<dyn Roster>,
+    ) -> Strays {
+        Strays { rx, key, roster }
+    }
+}
+
+impl Drop for Strays {
+    fn drop(&mut self) {
+        self.roster.leave(self.key);
+    }
+}
+
 pub(crate) enum Inner {
     /// Already complete (a JSON body, or an error body).
     Ready(VecDeque<Item>),
-    Sse(Box<SseBody>),
-    Stdio(StdioRx),
+    Source(Box<dyn EventSource>),
 }
 
 impl Inner {
-    /// `None` means the source ended without our response.
-    async fn next(&mut self) -> Option<Item> {
+    /// `Ready(None)` means the source ended without our response.
+    pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Item>> {
         match self {
-            Inner::Ready(q) => q.pop_front(),
-            Inner::Sse(body) => body.next().await,
-            Inner::Stdio(rx) => rx.next().await,
+            Inner::Ready(q) => Poll::Ready(q.pop_front()),
+            Inner::Source(source) => source.poll_next(cx),
         }
     }
 
@@ -68,15 +124,8 @@ impl Inner {
     }
 }
 
-/// Where answers to server requests go: the legacy HTTP session, or stdin.
-#[derive(Clone)]
-pub(crate) enum Replier {
-    Http(Arc<Responder>),
-    Stdio(Arc<Proc>),
-}
-
 /// Runs once if the stream is dropped (or fails) before the upstream answered:
-/// tells the upstream to stop (legacy HTTP, stdio).
+/// tells the upstream to stop (legacy HTTP).
 pub(crate) type CancelGuard = Box<dyn FnOnce() + Send>;
 
 pub struct ResponseStream {
@@ -87,10 +136,8 @@ pub struct ResponseStream {
     budget: Duration,
     finished: bool,
     guard: Option<CancelGuard>,
-    replier: Option<Replier>,
-    /// Server requests of this call's session that arrived on its GET stream
-    /// without naming a call (`http::dual`).
-    strays: Option<crate::http::Strays>,
+    replier: Option<Arc<dyn Reply>>,
+    strays: Option<Strays>,
 }
 
 impl ResponseStream {
@@ -106,12 +153,12 @@ impl ResponseStream {
         }
     }
 
-    pub(crate) fn with_strays(mut self, strays: crate::http::Strays) -> Self {
+    pub(crate) fn with_strays(mut self, strays: Strays) -> Self {
         self.strays = Some(strays);
         self
     }
 
-    pub(crate) fn with_replier(mut self, replier: Replier) -> Self {
+    pub(crate) fn with_replier(mut self, replier: Arc<dyn Reply>) -> Self {
         self.replier = Some(replier);
         self
     }
@@ -146,16 +193,18 @@ impl ResponseStream {
         if self.finished {
             return None;
         }
-        let next = async {
-            match self.strays.as_mut() {
-                None => self.inner.next().await,
-                Some(strays) => tokio::select! {
-                    biased;
-                    item = self.inner.next() => item,
-                    Some(r) = strays.recv() => Some(Ok(Bridged::ServerRequest(r))),
-                },
+        let inner = &mut self.inner;
+        let mut strays = self.strays.as_mut();
+        // Our own events first; a stray only while none is ready.
+        let next = std::future::poll_fn(|cx| {
+            if let Poll::Ready(item) = inner.poll_next(cx) {
+                return Poll::Ready(item);
             }
-        };
+            match strays.as_mut().map(|s| s.rx.poll_recv(cx)) {
+                Some(Poll::Ready(Some(r))) => Poll::Ready(Some(Ok(Bridged::ServerRequest(r)))),
+                _ => Poll::Pending,
+            }
+        });
         let item = match tokio::time::timeout_at(self.deadline, next).await {
             Ok(Some(item)) => item,
             Ok(None) => Err(UpstreamError::Protocol(
@@ -188,8 +237,7 @@ impl ResponseStream {
             None => Err(UpstreamError::Protocol(
                 "this stream takes no replies".to_owned(),
             )),
-            Some(Replier::Http(r)) => r.post(bytes, self.deadline).await,
-            Some(Replier::Stdio(p)) => p.write(bytes).await,
+            Some(r) => r.reply(bytes, self.deadline).await,
         }
     }
 
@@ -197,8 +245,8 @@ impl ResponseStream {
         self.finished = true;
         // Release the connection / routing entry now, not when the caller drops us.
         let inner = std::mem::replace(&mut self.inner, Inner::Ready(VecDeque::new()));
-        if let (Inner::Sse(body), false) = (inner, cancel) {
-            body.settle();
+        if let (Inner::Source(source), false) = (inner, cancel) {
+            source.settle();
         }
         self.replier = None;
         self.strays = None;

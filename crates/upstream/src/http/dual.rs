@@ -46,7 +46,7 @@ use super::wire::{self, Answer, Responder};
 use super::{HttpTransport, Ready};
 use crate::era::EraPref;
 use crate::lock;
-use crate::stream::{Bridged, Inner, ServerRequest};
+use crate::stream::{Bridged, Inner, Roster, ServerRequest, Strays};
 use crate::{UpstreamError, UpstreamRequest};
 
 /// How long a failed (or sessionless) `initialize` keeps handshake-era clients
@@ -76,22 +76,10 @@ struct Calls {
     no_get: AtomicBool,
 }
 
-/// One call's share of the GET stream's server requests; leaving (drop) ends it.
-pub(crate) struct Strays {
-    rx: mpsc::Receiver<ServerRequest>,
-    key: u64,
-    calls: Arc<Calls>,
-}
-
-impl Strays {
-    pub(crate) async fn recv(&mut self) -> Option<ServerRequest> {
-        self.rx.recv().await
-    }
-}
-
-impl Drop for Strays {
-    fn drop(&mut self) {
-        lock(&self.calls.open).remove(&self.key);
+/// A call's `Strays` leaves when its stream goes.
+impl Roster for Calls {
+    fn leave(&self, key: u64) {
+        lock(&self.open).remove(&key);
     }
 }
 
@@ -148,11 +136,7 @@ impl Side {
         let (tx, rx) = mpsc::channel(STRAYS_PER_CALL);
         let key = self.calls.next.fetch_add(1, Ordering::Relaxed);
         lock(&self.calls.open).insert(key, tx);
-        Some(Strays {
-            rx,
-            key,
-            calls: self.calls.clone(),
-        })
+        Some(Strays::new(rx, key, self.calls.clone()))
     }
 
     fn backing_off(&self) -> bool {
@@ -255,7 +239,7 @@ impl HttpTransport {
             headers,
         });
         let max = self.wire.max_message;
-        let Ok(Answer::Stream(Inner::Sse(mut body))) =
+        let Ok(Answer::Stream(Inner::Source(mut body))) =
             wire::read_answer(resp, 0, Some(responder.clone()), Some(deadline), max).await
         else {
             tracing::debug!(upstream = %self.wire.upstream, "the GET of the handshake-era session is not an SSE stream");
@@ -263,7 +247,7 @@ impl HttpTransport {
         };
         calls.reading.store(true, Ordering::Relaxed);
         tokio::spawn(async move {
-            while let Some(item) = body.next().await {
+            while let Some(item) = std::future::poll_fn(|cx| body.poll_next(cx)).await {
                 match item {
                     Ok(Bridged::ServerRequest(r)) => calls.route(r, &responder).await,
                     Ok(Bridged::Event(_)) => {}

@@ -18,11 +18,9 @@ use tokio::time::Instant;
 
 use crate::envelope::{self, Stamp};
 use crate::era::{self, Era, EraPref};
-use crate::stream::{CancelGuard, Inner, Replier, ResponseStream};
+use crate::stream::{CancelGuard, Inner, ResponseStream, Strays};
 use crate::{IdGen, UpstreamError, UpstreamEvent, UpstreamRequest};
-pub(crate) use dual::Strays;
-use wire::{Answer, Wire};
-pub(crate) use wire::{Responder, SseBody};
+use wire::{Answer, Responder, Wire};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -324,7 +322,7 @@ impl HttpTransport {
                 let guard = session_headers.map(|h| cancel_guard(self.wire.clone(), h, id));
                 let stream = ResponseStream::new(inner, deadline, guard);
                 Ok(match responder {
-                    Some(r) => stream.with_replier(Replier::Http(r)),
+                    Some(r) => stream.with_replier(r),
                     None => stream,
                 })
             }
@@ -405,8 +403,8 @@ impl HttpTransport {
         )
         .await?
         {
-            Answer::Stream(inner @ Inner::Sse(_)) => Ok(Some(
-                ResponseStream::new(inner, deadline, None).with_replier(Replier::Http(responder)),
+            Answer::Stream(inner @ Inner::Source(_)) => Ok(Some(
+                ResponseStream::new(inner, deadline, None).with_replier(responder),
             )),
             Answer::Status { status, body } => Err(UpstreamError::Http { status, body }),
             _ => Err(UpstreamError::Protocol(

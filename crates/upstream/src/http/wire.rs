@@ -1,5 +1,6 @@
 //! The HTTP wire: the pooled client, one POST, and reading its answer as JSON
-//! or as an SSE stream relayed event by event.
+//! or as an SSE stream relayed event by event (`SseBody`, an `EventSource`);
+//! a legacy session's `Responder` takes the `Reply`s to server requests.
 
 use std::path::Path;
 use std::pin::Pin;
@@ -22,7 +23,9 @@ use tokio::time::Instant;
 use super::pool::{chain, Leased, Pool, SendError};
 use crate::envelope::{self, Incoming as Msg};
 use crate::sse::SseParser;
-use crate::stream::{is_bridgeable, Bridged, Inner, Item, ServerRequest};
+use crate::stream::{
+    is_bridgeable, Bridged, EventSource, Inner, Item, Reply, ReplyFuture, ServerRequest,
+};
 use crate::{UpstreamError, UpstreamEvent};
 
 /// How long a response stream may stay open after our response before its
@@ -239,6 +242,12 @@ impl Responder {
     }
 }
 
+impl Reply for Responder {
+    fn reply(&self, message: Vec<u8>, deadline: Instant) -> ReplyFuture<'_> {
+        Box::pin(self.post(message, deadline))
+    }
+}
+
 /// Reads one POST's answer: a JSON body at once (bounded by `deadline`, or by
 /// the caller's own timer when `None`), an SSE body as a stream.
 pub(crate) async fn read_answer(
@@ -257,7 +266,7 @@ pub(crate) async fn read_answer(
         .to_ascii_lowercase();
     let body = resp.into_body();
     if status.is_success() && content_type.starts_with("text/event-stream") {
-        return Ok(Answer::Stream(Inner::Sse(Box::new(SseBody {
+        return Ok(Answer::Stream(Inner::Source(Box::new(SseBody {
             body,
             parser: SseParser::with_limit(max),
             queue: Default::default(),
@@ -357,12 +366,12 @@ pub(crate) struct SseBody {
     responder: Option<Arc<Responder>>,
 }
 
-impl SseBody {
-    pub(crate) async fn next(&mut self) -> Option<Item> {
+impl EventSource for SseBody {
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Item>> {
         loop {
             while let Some(text) = self.queue.pop_front() {
                 match envelope::classify(&text) {
-                    Err(e) => return Some(Err(UpstreamError::Protocol(e))),
+                    Err(e) => return Poll::Ready(Some(Err(UpstreamError::Protocol(e)))),
                     Ok(Msg::Notification { method, raw, .. }) => {
                         // A legacy server may put session-wide change notices on
                         // any stream; they belong to the upstream, not this request.
@@ -370,42 +379,46 @@ impl SseBody {
                             Some(r) if crate::is_change_notification(&method) => {
                                 let _ = r.wire.changes.send(method);
                             }
-                            _ => return Some(Ok(Bridged::Event(UpstreamEvent::Notification(raw)))),
+                            _ => {
+                                return Poll::Ready(Some(Ok(Bridged::Event(
+                                    UpstreamEvent::Notification(raw),
+                                ))))
+                            }
                         }
                     }
                     Ok(Msg::Response { id, outcome }) => {
-                        return Some(response_item(id, outcome, self.our_id))
+                        return Poll::Ready(Some(response_item(id, outcome, self.our_id)))
                     }
                     // Only a legacy session can take our answer (responder);
                     // `ping` needs no one but us.
                     Ok(Msg::ServerRequest { id, method, params })
                         if self.responder.is_some() && is_bridgeable(&method) =>
                     {
-                        return Some(Ok(Bridged::ServerRequest(ServerRequest {
+                        return Poll::Ready(Some(Ok(Bridged::ServerRequest(ServerRequest {
                             id,
                             method,
                             params,
-                        })))
+                        }))))
                     }
                     Ok(Msg::ServerRequest { id, method, .. }) => self.answer(&id, &method),
                 }
             }
             if self.ended {
-                return None;
+                return Poll::Ready(None);
             }
-            match self.body.frame().await {
+            match std::task::ready!(Pin::new(&mut self.body).poll_frame(cx)) {
                 None => self.ended = true,
                 Some(Err(e)) => {
-                    return Some(Err(UpstreamError::Protocol(format!(
+                    return Poll::Ready(Some(Err(UpstreamError::Protocol(format!(
                         "SSE stream broke off: {}",
                         chain(&e)
-                    ))))
+                    )))))
                 }
                 Some(Ok(frame)) => {
                     if let Some(data) = frame.data_ref() {
                         match self.parser.push(data) {
                             Ok(events) => self.queue.extend(events),
-                            Err(e) => return Some(Err(UpstreamError::Protocol(e))),
+                            Err(e) => return Poll::Ready(Some(Err(UpstreamError::Protocol(e)))),
                         }
                     }
                 }
@@ -417,7 +430,7 @@ impl SseBody {
     /// case) is read to that end now, so its connection goes back to the pool;
     /// one still open is drained in the background for a moment
     /// (`SETTLE_GRACE`), then dropped, which closes its connection.
-    pub(crate) fn settle(mut self: Box<Self>) {
+    fn settle(mut self: Box<Self>) {
         let mut cx = Context::from_waker(Waker::noop());
         loop {
             match Pin::new(&mut self.body).poll_frame(&mut cx) {
@@ -431,7 +444,9 @@ impl SseBody {
             let _ = tokio::time::timeout(SETTLE_GRACE, drain).await;
         });
     }
+}
 
+impl SseBody {
     fn answer(&self, id: &Id, method: &str) {
         let Some(responder) = self.responder.clone() else {
             tracing::debug!(method, "ignoring a server request on a modern stream");

@@ -1,6 +1,7 @@
 //! stdio upstreams: a child process spawned on first use and respawned (with
 //! a small backoff) after it dies; its era is probed per process.
 
+mod lines;
 mod proc;
 
 use std::path::PathBuf;
@@ -15,9 +16,9 @@ use tokio::time::Instant;
 
 use crate::envelope::{self, Stamp};
 use crate::era::{self, Era, EraPref};
-use crate::stream::{Bridged, Replier, ResponseStream};
+use crate::stream::{Bridged, EventSource, Inner, ResponseStream};
 use crate::{IdGen, UpstreamError, UpstreamEvent, UpstreamRequest};
-pub(crate) use proc::{Proc, StdioRx};
+use proc::Proc;
 
 const PROBE_TIMEOUT_MAX: Duration = Duration::from_secs(5);
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
@@ -224,19 +225,12 @@ impl StdioTransport {
             ready.proc.unregister(id);
             return Err(e);
         }
-        let proc = ready.proc.clone();
-        let guard = Box::new(move || {
-            proc.unregister(id);
-            if !proc.dead.is_cancelled() {
-                proc.write_now(envelope::cancelled_bytes(
-                    id,
-                    "request cancelled by the gateway",
-                ));
-            }
-        });
+        // The receiver calls the request off when dropped early, in place
+        // of a `CancelGuard`: one allocation (its box) per call, not two.
+        let rx = rx.abandon_on_drop(ready.proc.clone(), id);
         Ok(
-            ResponseStream::new(crate::stream::Inner::Stdio(rx), deadline, Some(guard))
-                .with_replier(Replier::Stdio(ready.proc.clone())),
+            ResponseStream::new(Inner::Source(Box::new(rx)), deadline, None)
+                .with_replier(ready.proc.clone()),
         )
     }
 
@@ -261,7 +255,7 @@ async fn call(
     let fut = async {
         proc.write(envelope::request_bytes(id, method, params))
             .await?;
-        while let Some(item) = rx.next().await {
+        while let Some(item) = std::future::poll_fn(|cx| rx.poll_next(cx)).await {
             match item? {
                 Bridged::Event(UpstreamEvent::Result(r)) => return Ok(Ok(r)),
                 Bridged::Event(UpstreamEvent::Error(e)) => return Ok(Err(e)),

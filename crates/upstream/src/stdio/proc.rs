@@ -1,24 +1,28 @@
 //! One spawned stdio child: a writer task, a reader task demultiplexing
-//! responses by id and progress by token, and a stderr logger.
+//! responses by id and progress by token, and a stderr logger; and each
+//! call's receiving side (`StdioRx`), the `EventSource` of its stream.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
 use serde_json::value::RawValue;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::lines::{read_line, stderr_loop, Line};
 use crate::envelope::{self, Incoming};
-use crate::stream::{is_bridgeable, Bridged, Item, ServerRequest};
+use crate::stream::{is_bridgeable, Bridged, EventSource, Item, Reply, ReplyFuture, ServerRequest};
 use crate::{lock, UpstreamError, UpstreamEvent};
 use junction_protocol::jsonrpc::{Id, RpcError};
 
-const MAX_STDERR_LINE: usize = 8 * 1024;
 /// Notifications buffered per request before we start dropping them; the
 /// reader never waits on a slow consumer (it would stall every request).
 const EVENTS_PER_REQUEST: usize = 256;
@@ -52,29 +56,68 @@ pub(crate) struct StdioRx {
     events: mpsc::Receiver<Bridged>,
     done: Option<oneshot::Receiver<Item>>,
     stashed: Option<Item>,
+    /// Set for a client's call (`abandon_on_drop`): the request to call off
+    /// if this is dropped before the response.
+    call: Option<(Arc<Proc>, i64)>,
 }
 
 impl StdioRx {
+    /// Dropped before `settle`, this unregisters request `id` and tells the
+    /// child it was cancelled: what a `ResponseStream` dropped early does.
+    pub(crate) fn abandon_on_drop(mut self, proc: Arc<Proc>, id: i64) -> StdioRx {
+        self.call = Some((proc, id));
+        self
+    }
+}
+
+impl EventSource for StdioRx {
     /// Notifications first; the final item only once every earlier one is out.
-    pub(crate) async fn next(&mut self) -> Option<Item> {
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Item>> {
         loop {
             if let Some(item) = self.stashed.take() {
                 if let Ok(ev) = self.events.try_recv() {
                     self.stashed = Some(item);
-                    return Some(Ok(ev));
+                    return Poll::Ready(Some(Ok(ev)));
                 }
-                return Some(item);
+                return Poll::Ready(Some(item));
             }
-            let done = self.done.as_mut()?;
-            tokio::select! {
-                biased;
-                Some(ev) = self.events.recv() => return Some(Ok(ev)),
-                item = done => {
-                    self.done = None;
-                    self.stashed = Some(item.unwrap_or(Err(UpstreamError::Closed)));
-                }
+            let Some(done) = self.done.as_mut() else {
+                return Poll::Ready(None);
+            };
+            // Closed events (`Ready(None)`) leave the answer to wait for.
+            if let Poll::Ready(Some(ev)) = self.events.poll_recv(cx) {
+                return Poll::Ready(Some(Ok(ev)));
+            }
+            let item = std::task::ready!(Pin::new(done).poll(cx));
+            self.done = None;
+            self.stashed = Some(item.unwrap_or(Err(UpstreamError::Closed)));
+        }
+    }
+
+    fn settle(mut self: Box<Self>) {
+        self.call = None;
+    }
+}
+
+impl Drop for StdioRx {
+    fn drop(&mut self) {
+        if let Some((proc, id)) = self.call.take() {
+            proc.unregister(id);
+            if !proc.dead.is_cancelled() {
+                proc.write_now(envelope::cancelled_bytes(
+                    id,
+                    "request cancelled by the gateway",
+                ));
             }
         }
+    }
+}
+
+/// Answers to server requests are lines on stdin (no deadline: the writer
+/// queue is the only wait).
+impl Reply for Proc {
+    fn reply(&self, message: Vec<u8>, _deadline: Instant) -> ReplyFuture<'_> {
+        Box::pin(self.write(message))
     }
 }
 
@@ -166,6 +209,7 @@ impl Proc {
             events,
             done: Some(done),
             stashed: None,
+            call: None,
         })
     }
 
@@ -229,66 +273,6 @@ async fn write_loop(
         }
     }
     // Dropping stdin closes the pipe: the child sees EOF.
-}
-
-enum Line {
-    Text(Vec<u8>),
-    TooLong,
-}
-
-/// Newline-delimited reading with a cap, so a child cannot make us buffer
-/// without bound; an overlong line is skipped whole.
-async fn read_line<R: AsyncRead + Unpin>(
-    r: &mut BufReader<R>,
-    max: usize,
-) -> std::io::Result<Option<Line>> {
-    let mut line = Vec::new();
-    let mut too_long = false;
-    loop {
-        let buf = r.fill_buf().await?;
-        if buf.is_empty() {
-            return Ok(match (too_long, line.is_empty()) {
-                (true, _) => Some(Line::TooLong),
-                (false, true) => None,
-                (false, false) => Some(Line::Text(line)),
-            });
-        }
-        let (chunk, found) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (&buf[..i], Some(i + 1)),
-            None => (buf, None),
-        };
-        if !too_long {
-            if line.len() + chunk.len() > max {
-                too_long = true;
-                line = Vec::new();
-            } else {
-                line.extend_from_slice(chunk);
-            }
-        }
-        let used = found.unwrap_or(buf.len());
-        r.consume(used);
-        if found.is_some() {
-            return Ok(Some(if too_long {
-                Line::TooLong
-            } else {
-                Line::Text(line)
-            }));
-        }
-    }
-}
-
-async fn stderr_loop<R: AsyncRead + Unpin>(stderr: R, upstream: String) {
-    let mut r = BufReader::new(stderr);
-    while let Ok(Some(line)) = read_line(&mut r, MAX_STDERR_LINE).await {
-        match line {
-            Line::Text(t) => {
-                tracing::debug!(upstream = %upstream, "stderr: {}", String::from_utf8_lossy(&t).trim_end())
-            }
-            Line::TooLong => {
-                tracing::debug!(upstream = %upstream, "stderr: (overlong line skipped)")
-            }
-        }
-    }
 }
 
 /// What the stdout reader shares with its process (never the process itself,
