@@ -132,6 +132,11 @@ impl Catalog {
         self.index.get(exposed).and_then(|&i| self.tools.get(i))
     }
 
+    /// Where the tool behind an exposed name sits in `tools`.
+    pub fn position(&self, exposed: &str) -> Option<usize> {
+        self.index.get(exposed).copied()
+    }
+
     /// The whole list as one JSON array (shared, no copy).
     pub fn list_bytes(&self) -> Bytes {
         self.bytes.clone()

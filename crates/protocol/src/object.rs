@@ -38,6 +38,19 @@ pub fn string(raw: &str) -> Option<Cow<'_, str>> {
     }
 }
 
+/// `text` (an object) with `members` (`"k":v` pairs, comma-separated, no
+/// trailing comma) spliced in first, every existing member kept byte for
+/// byte: how Junction adds a key to a result without re-serializing it.
+/// `None` when `text` is not an object.
+pub fn prepend(text: &str, members: &str) -> Option<String> {
+    let rest = text.trim_start().strip_prefix('{')?.trim_start();
+    Some(if rest.starts_with('}') {
+        format!("{{{members}}}")
+    } else {
+        format!("{{{members},{rest}")
+    })
+}
+
 pub struct Members<'a> {
     text: &'a str,
     pos: usize,
@@ -226,6 +239,23 @@ mod tests {
             .expect("an object")
             .map(|(k, v)| (k.into_owned(), v.to_owned()))
             .collect()
+    }
+
+    #[test]
+    fn prepend_keeps_every_member_byte_for_byte() {
+        assert_eq!(
+            prepend(
+                r#" {"content":[{"text":"x  y"}]}"#,
+                r#""resultType":"complete""#
+            )
+            .as_deref(),
+            Some(r#"{"resultType":"complete","content":[{"text":"x  y"}]}"#)
+        );
+        assert_eq!(
+            prepend("{ }", r#""a":1,"b":2"#).as_deref(),
+            Some(r#"{"a":1,"b":2}"#)
+        );
+        assert_eq!(prepend("[1]", r#""a":1"#), None);
     }
 
     #[test]
