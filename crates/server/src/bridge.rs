@@ -14,8 +14,9 @@
 //!   session (`junction_upstream`'s `http/dual.rs`).
 //!
 //! Nothing is asked that the client did not declare: the upstream gets an error
-//! instead. Both tables are per process, bounded, expiring, and bound to the
-//! caller's principal; a retry that reaches another replica gets "expired".
+//! instead. Both tables (`state::Replica`'s `held` and `waiting`) are per
+//! replica, bounded, expiring, and bound to the caller's principal; a retry
+//! that reaches another replica gets "expired".
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,19 +31,21 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::context::Cx;
 use crate::envelope;
 use crate::error::GatewayError;
-use crate::mcp::Cx;
-use crate::tools::Finisher;
+use crate::record::Record;
+use crate::state::Replica;
 
+mod finish;
 mod held;
 mod legacy;
 mod respond;
 
-pub(crate) use held::client_response;
-pub(crate) use held::tables as held_tables;
-pub(crate) use legacy::copy_request;
-pub(crate) use respond::respond;
+pub use finish::Finisher;
+pub use held::client_response;
+pub use legacy::copy_request;
+pub use respond::respond;
 
 /// How long Junction waits for further server requests once one arrived, so
 /// that requests sent together reach the client in one `InputRequiredResult`.
@@ -51,14 +54,14 @@ const COLLECT_GRACE: std::time::Duration = std::time::Duration::from_millis(50);
 const MAX_ROUNDS: usize = 16;
 
 /// The upstream request again, for the retry after a handshake-era client answered.
-pub(crate) struct Retry {
+pub struct Retry {
     pub(crate) client: Arc<Upstream>,
     pub(crate) request: UpstreamRequest,
 }
 
 /// Reads one upstream call to the message its client gets, bridging server
 /// requests on the way. Shared by `tools/call`, `prompts/get`, `resources/read`.
-pub(crate) struct Driver {
+pub struct Driver {
     pub(crate) stream: Option<ResponseStream>,
     /// The client's JSON-RPC id for this request.
     pub(crate) id: Id,
@@ -81,10 +84,12 @@ pub(crate) struct Driver {
     pub(crate) retry: Option<Retry>,
     pub(crate) stash: Option<Stash>,
     pub(crate) rounds: usize,
+    /// Where held calls and waiting questions are kept.
+    pub(crate) replica: Arc<Replica>,
 }
 
 /// What must be asked of a handshake-era client once its SSE stream is open.
-pub(crate) enum Stash {
+pub enum Stash {
     /// A modern upstream's `input_required` result: keys and requests, and its state.
     InputRequired {
         asks: Vec<(String, String, Option<Box<RawValue>>)>,
@@ -94,7 +99,7 @@ pub(crate) enum Stash {
     Relay(ServerRequest),
 }
 
-pub(crate) enum Next {
+pub enum Next {
     Notify(Box<RawValue>),
     /// Open the SSE response, then step again with its sender.
     Switch,
@@ -298,7 +303,7 @@ impl Driver {
 }
 
 fn is_input_required(raw: &RawValue) -> bool {
-    crate::tools::result_type(raw).is_ok_and(|t| t.as_deref() == Some("input_required"))
+    finish::result_type(raw).is_ok_and(|t| t.as_deref() == Some("input_required"))
 }
 
 fn capability_of(method: &str) -> &'static str {
@@ -312,7 +317,7 @@ fn capability_of(method: &str) -> &'static str {
 
 /// Whether `caps` (a client's capabilities) covers this request. Elicitation
 /// modes: an empty `elicitation` object means form only (NOTES §6).
-pub(crate) fn declared(caps: &RawValue, method: &str, params: Option<&RawValue>) -> bool {
+pub fn declared(caps: &RawValue, method: &str, params: Option<&RawValue>) -> bool {
     // The capabilities are kept as the client sent them (valid JSON): read in
     // place, the last of a duplicate key winning as in a parsed object.
     fn member<'a>(object: &'a str, key: &str) -> Option<&'a str> {
@@ -354,75 +359,16 @@ enum Resumed {
     Answer(Result<(Vec<u8>, &'static str), GatewayError>),
 }
 
-/// Records a call's outcome label once: [`Record::record`] with the
-/// outcome, or, once [`Record::arm`]ed (the call went upstream), `cancelled`
-/// when it is dropped unrecorded: the client went away while Junction waited
-/// (hyper dropped the request's future, or the response stream's reader is
-/// gone). Unarmed, a refusal drops it unrecorded: a refused request is no call.
-pub(crate) struct Record {
-    f: Option<RecordFn>,
-    armed: bool,
-}
-
-type RecordFn = Box<dyn FnOnce(&str) + Send>;
-
-impl Record {
-    pub(crate) fn new(f: impl FnOnce(&str) + Send + 'static) -> Record {
-        Record {
-            f: Some(Box::new(f)),
-            armed: false,
-        }
-    }
-
-    /// Counts one request in the upstream's series
-    /// (`junction_upstream_requests_total`, and its duration since now).
-    pub(crate) fn upstream(
-        metrics: &junction_telemetry::Metrics,
-        upstream: &str,
-        method: &str,
-    ) -> Record {
-        let started = std::time::Instant::now();
-        let (m, u, method) = (metrics.clone(), upstream.to_owned(), method.to_owned());
-        Record::new(move |outcome: &str| {
-            m.upstream_requests_total
-                .with_label_values(&[&u, &method, outcome])
-                .inc();
-            m.upstream_request_duration_seconds
-                .with_label_values(&[&u, &method])
-                .observe(started.elapsed().as_secs_f64());
-        })
-    }
-
-    /// From now on, dropping it unrecorded counts the call as `cancelled`.
-    pub(crate) fn arm(&mut self) {
-        self.armed = true;
-    }
-
-    pub(crate) fn record(mut self, outcome: &str) {
-        if let Some(f) = self.f.take() {
-            f(outcome);
-        }
-    }
-}
-
-impl Drop for Record {
-    fn drop(&mut self) {
-        if let Some(f) = self.f.take().filter(|_| self.armed) {
-            f("cancelled");
-        }
-    }
-}
-
 /// How a call starts: `Ok` with the driver (and its recorder) to go upstream
 /// with, or `Err` with the response of a held call the request continued.
-pub(crate) type Started =
+pub type Started =
     Result<(Driver, Record), Result<http::Response<crate::response::Body>, GatewayError>>;
 
 /// Starts a call: a retry whose `requestState` names a call Junction holds
 /// continues that call; any other request goes upstream with `driver`.
 /// The continuation is boxed: it is rare, and inline it would grow every
 /// call's future (`listener::REQUEST_FUTURE_LIMIT`).
-pub(crate) async fn start(
+pub async fn start(
     cx: &Cx<'_>,
     params: &RawParams,
     driver: Driver,

@@ -1,7 +1,9 @@
-//! What Junction tells clients it can do, in one place for both eras
-//! (`server/discover` and the handshake-era `initialize`). A capability is
+//! What Junction tells clients about itself, in one place for both eras
+//! (`server/discover`, the handshake-era `initialize`, list results): the
+//! versions it serves, its capabilities and its server info. A capability is
 //! advertised only when the gateway really honours it through every route.
 
+use junction_protocol::version;
 use serde_json::{json, Value};
 
 use crate::state::State;
@@ -35,3 +37,15 @@ pub fn advertised(state: &State) -> Value {
 /// Instructions shown to clients of both eras.
 pub const INSTRUCTIONS: &str =
     "Junction MCP gateway: tools of several MCP servers, named <server>__<tool>.";
+
+/// Every version this gateway serves: modern through `_meta`, the handshake era
+/// through `initialize`.
+pub fn supported_versions() -> Vec<&'static str> {
+    let mut v = vec![version::MODERN];
+    v.extend_from_slice(version::LEGACY);
+    v
+}
+
+pub fn server_info() -> Value {
+    json!({"name": "junction", "version": env!("CARGO_PKG_VERSION")})
+}

@@ -1,42 +1,53 @@
-//! The gateway's front: listener, the both-era MCP endpoint of every route, SSE
-//! relaying, admin endpoints (`/healthz`, `/readyz`, `/metrics`) and the one
-//! mapping from errors to HTTP + JSON-RPC (`error`).
+//! The gateway's front: the listener, the both-era MCP endpoint of every
+//! route as one request pipeline in phases, the admin endpoints (`/healthz`,
+//! `/readyz`, `/metrics`) and the one mapping from errors to HTTP + JSON-RPC
+//! (`error`).
 //!
-//! Start reading at `http::route`, then `mcp::handle` (phases), then `modern` /
-//! `legacy` (era rules) and `tools` (catalog and call forwarding). This crate must
-//! never forward a client's credentials upstream (headers go through
-//! `junction_policy::forwardable_headers`) and never trust a mirrored header
-//! before checking it against the body.
+//! Start reading at `listener::route`, then `endpoint::phases` (the pipeline,
+//! top-down), then `methods` (the one method table and its handlers). The
+//! modules are layered (ARCHITECTURE.md, "Layers", checked by
+//! `tests/layering.rs`): each imports only those below it.
+//!
+//! This crate must never forward a client's credentials upstream (headers go
+//! through `junction_policy::forwardable_headers`) and never trust a mirrored
+//! header before checking it against the body.
 
-mod bridge;
+// 0: leaves
 mod cancel;
-mod caps;
-mod completion;
 mod conn_guard;
 mod envelope;
 mod error;
-mod forward;
 mod inline_wake;
-mod legacy;
-mod list_cache;
-mod listen;
-mod listener;
 mod logging;
-mod mcp;
-mod merged;
-mod modern;
-mod notify;
-mod prompts;
-mod reload;
-mod resources;
-mod response;
+mod names;
+mod record;
 mod session;
-mod state;
 mod tls;
-mod tools;
+// 1
+mod response;
+// 2: the runtime state and the replica's tables
+mod state;
+// 3: the request context
+mod context;
+// 4: what the phases share
+mod admit;
+mod bridge;
+mod caps;
+mod era;
+mod forward;
+mod notify;
+mod resolve;
+mod views;
+// 5: the method table and its handlers
+mod methods;
+// 6: the pipeline
+mod endpoint;
+// 7: serving
+mod listener;
+mod reload;
 
 pub use crate::error::GatewayError;
 pub use crate::listener::{serve, warm_up, Shared};
 pub use crate::reload::{reload, watch};
 pub use crate::state::{BuildError, State};
-pub use crate::tools::route_catalog_for;
+pub use crate::views::route_catalog_for;

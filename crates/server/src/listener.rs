@@ -15,10 +15,11 @@ use hyper::server::conn::{http1, http2};
 use prometheus::Registry;
 use tokio::net::TcpListener;
 
-use crate::mcp::{self, Cx};
+use crate::context::Cx;
+use crate::endpoint;
 use crate::response::{self, Body};
 use crate::state::State;
-use crate::tools;
+use crate::views;
 
 const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -244,7 +245,7 @@ fn route(
             }
             p if p.starts_with(WELL_KNOWN) => protected_resource(&state, &p[WELL_KNOWN.len()..]),
             _ => match state.routes.get(path).cloned() {
-                Some(route) => mcp::handle(state, route, parts, body, peer).await,
+                Some(route) => endpoint::handle(state, route, parts, body, peer).await,
                 None => response::text(StatusCode::NOT_FOUND, "no MCP route at this path\n"),
             },
         };
@@ -283,7 +284,7 @@ async fn readyz(state: &State) -> Response<Body> {
     let mut missing = std::collections::HashSet::new();
     for route in state.routes.values() {
         let cx = Cx::new(state, route, &headers);
-        let catalog = tools::route_catalog(&cx).await;
+        let catalog = views::route_catalog(&cx).await;
         for id in &route.upstreams {
             let never_answered =
                 catalog.degraded.contains(id) && !catalog.tools.iter().any(|t| &t.upstream == id);
@@ -314,7 +315,7 @@ pub async fn warm_up(state: Arc<State>) {
     let headers = HeaderMap::new();
     for route in state.routes.values() {
         let cx = Cx::new(&state, route, &headers);
-        let catalog = tools::route_catalog(&cx).await;
+        let catalog = views::route_catalog(&cx).await;
         tracing::info!(route = %route.path, tools = catalog.tools.len(), degraded = ?catalog.degraded, "catalog ready");
     }
 }

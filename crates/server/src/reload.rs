@@ -95,7 +95,7 @@ pub async fn reload(shared: &Shared, path: &Path) -> bool {
             shared.tls.store(tls.map(Arc::new));
             // The reload is the event: clients see list_changed for whatever
             // the new config changed in their view, without waiting for a poll.
-            state.hub.reloaded(&state);
+            state.replica.hub.reloaded(&state);
             metrics
                 .config_reloads_total
                 .with_label_values(&["success"])

@@ -1,11 +1,12 @@
-//! The bridge's two in-process tables, both bounded, expiring and keyed by
-//! the caller's principal:
+//! What the bridge does with the replica's two tables (`state::Replica`'s
+//! `held` and `waiting`), both bounded, expiring and keyed by the caller's
+//! principal:
 //! - held upstream calls waiting for a modern client's retry (`hold`, `resume`);
 //! - server requests sent to a handshake-era client, waiting for the
 //!   response it POSTs (`ask`, `client_response`).
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,40 +19,16 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::{capability_of, Driver, Resumed};
+use crate::context::Cx;
 use crate::envelope;
 use crate::error::GatewayError;
-use crate::mcp::Cx;
+use crate::names;
 use crate::response::{self, Body};
-use crate::session;
+use crate::state::{lock, Answer, Ask, HeldCall, Replica, MAX_HELD, MAX_WAITING};
 
 /// How long a held call or an unanswered question lives.
 pub(crate) const HOLD_TTL: Duration = Duration::from_secs(60);
-/// Calls held at once per process; more are refused (and cancelled upstream).
-const MAX_HELD: usize = 1024;
-/// Questions to handshake-era clients in flight at once per process.
-const MAX_WAITING: usize = 4096;
-
-/// The held calls and waiting questions: (name, entries, capacity).
-pub(crate) fn tables() -> [(&'static str, usize, usize); 2] {
-    [
-        ("held_calls", lock(&HELD).len(), MAX_HELD),
-        ("waiting_questions", lock(&WAITING).len(), MAX_WAITING),
-    ]
-}
-
 const EXPIRED: &str = "input request expired, call again";
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// One question of a held call: the key the client sees, the upstream's id.
-pub(super) struct Ask {
-    key: String,
-    id: Id,
-    method: String,
-    params: Option<Box<RawValue>>,
-}
 
 /// Keys the client sees: `elicitation-1`, `sampling-1`, ….
 pub(super) fn number(requests: Vec<ServerRequest>) -> Vec<Ask> {
@@ -71,18 +48,6 @@ pub(super) fn number(requests: Vec<ServerRequest>) -> Vec<Ask> {
         })
         .collect()
 }
-
-struct HeldCall {
-    principal: String,
-    upstream: String,
-    target: String,
-    method: &'static str,
-    stream: ResponseStream,
-    asks: Vec<Ask>,
-    expires: Instant,
-}
-
-static HELD: LazyLock<Mutex<HashMap<String, HeldCall>>> = LazyLock::new(Mutex::default);
 
 fn new_id() -> String {
     format!("{:032x}", rand::random::<u128>())
@@ -135,7 +100,7 @@ pub(super) fn hold(
     };
     let expired: Vec<HeldCall>;
     {
-        let mut held = lock(&HELD);
+        let mut held = lock(&d.replica.held);
         let now = Instant::now();
         let gone: Vec<String> = held
             .iter()
@@ -154,9 +119,13 @@ pub(super) fn hold(
     }
     // Dropping a held stream cancels its upstream request: do it outside the lock.
     drop(expired);
+    let replica = Arc::downgrade(&d.replica);
     tokio::spawn(async move {
         tokio::time::sleep(HOLD_TTL).await;
-        let call = lock(&HELD).remove(&entry);
+        let Some(replica) = replica.upgrade() else {
+            return;
+        };
+        let call = lock(&replica.held).remove(&entry);
         if call.is_some() {
             tracing::debug!("a call held for client input expired");
         }
@@ -174,7 +143,7 @@ pub(super) async fn resume(
     responses: BTreeMap<String, Box<RawValue>>,
 ) -> Result<Resumed, GatewayError> {
     let call = {
-        let mut held = lock(&HELD);
+        let mut held = lock(&d.replica.held);
         match held.get(&entry) {
             Some(c)
                 if c.principal == principal
@@ -217,20 +186,13 @@ pub(super) async fn resume(
     Ok(Resumed::Continue(Box::new(d)))
 }
 
-type Answer = Result<Box<RawValue>, RpcError>;
-
-/// (principal digest, gateway request id) → the call waiting for that answer.
-type Waiting = HashMap<(String, String), oneshot::Sender<Answer>>;
-
-static WAITING: LazyLock<Mutex<Waiting>> = LazyLock::new(Mutex::default);
-
 /// Removes this call's questions when it stops waiting (answered, timed out, gone).
-struct Asked(Vec<(String, String)>);
+struct Asked<'a>(&'a Replica, Vec<(String, String)>);
 
-impl Drop for Asked {
+impl Drop for Asked<'_> {
     fn drop(&mut self) {
-        let mut w = lock(&WAITING);
-        for k in &self.0 {
+        let mut w = lock(&self.0.waiting);
+        for k in &self.1 {
             w.remove(k);
         }
     }
@@ -239,11 +201,12 @@ impl Drop for Asked {
 /// Send `questions` as JSON-RPC requests on a handshake-era client's SSE
 /// stream and wait for its answers, in order.
 pub(super) async fn ask(
+    replica: &Replica,
     principal: &str,
     tx: &mpsc::Sender<Bytes>,
     questions: Vec<(String, Option<Box<RawValue>>)>,
 ) -> Result<Vec<Answer>, GatewayError> {
-    let mut asked = Asked(Vec::with_capacity(questions.len()));
+    let mut asked = Asked(replica, Vec::with_capacity(questions.len()));
     let mut waits = Vec::with_capacity(questions.len());
     let empty =
         RawValue::from_string("{}".into()).map_err(|e| GatewayError::Unsupported(e.to_string()))?;
@@ -251,7 +214,7 @@ pub(super) async fn ask(
         let id = format!("junction-{}", new_id());
         let (done, wait) = oneshot::channel();
         {
-            let mut w = lock(&WAITING);
+            let mut w = lock(&replica.waiting);
             if w.len() >= MAX_WAITING {
                 return Err(GatewayError::Unsupported(
                     "too many server requests are waiting for clients; try again later".into(),
@@ -259,7 +222,7 @@ pub(super) async fn ask(
             }
             w.insert((principal.to_owned(), id.clone()), done);
         }
-        asked.0.push((principal.to_owned(), id.clone()));
+        asked.1.push((principal.to_owned(), id.clone()));
         let bytes =
             jsonrpc::request_bytes(&Id::Str(id), method, params.as_deref().unwrap_or(&empty));
         if tx.send(response::sse_event(&bytes)).await.is_err() {
@@ -299,18 +262,15 @@ struct ClientReply {
 /// A POSTed JSON-RPC response from a handshake-era session, for a question
 /// Junction asked on one of its streams: routed to the waiting call, 202.
 /// `None`: not such a response (the endpoint handles the body as usual).
-pub(crate) fn client_response(
-    cx: &Cx<'_>,
-    body: &[u8],
-) -> Option<Result<Response<Body>, GatewayError>> {
-    let token = cx.header(crate::mcp::names::MCP_SESSION_ID)?;
+pub fn client_response(cx: &Cx<'_>, body: &[u8]) -> Option<Result<Response<Body>, GatewayError>> {
+    let token = cx.header(names::MCP_SESSION_ID)?;
     let reply: ClientReply = serde_json::from_slice(body).ok()?;
     if reply.method.is_some() || (reply.result.is_none() && reply.error.is_none()) {
         return None;
     }
-    let Some(session) = session::open(&cx.state.sealer, token).filter(|s| s.p == cx.principal)
-    else {
-        return Some(Err(GatewayError::SessionNotFound));
+    let session = match cx.session(token) {
+        Ok((session, _)) => session,
+        Err(e) => return Some(Err(e)),
     };
     let answer = match (reply.result, reply.error) {
         (Some(r), None) => Ok(r),
@@ -323,7 +283,7 @@ pub(crate) fn client_response(
         }
     };
     let waiting = match reply.id {
-        Some(Id::Str(id)) => lock(&WAITING).remove(&(session.p, id)),
+        Some(Id::Str(id)) => lock(&cx.state.replica.waiting).remove(&(session.p, id)),
         _ => None,
     };
     Some(match waiting {

@@ -68,11 +68,13 @@ impl Driver {
         tx: &mpsc::Sender<Bytes>,
     ) -> Result<(), Result<(Vec<u8>, &'static str), GatewayError>> {
         let principal = self.finish.principal.clone();
+        let replica = self.replica.clone();
         match stash {
             Stash::Relay(r) => {
-                let answers = held::ask(&principal, tx, vec![(r.method.clone(), r.params)])
-                    .await
-                    .map_err(Err)?;
+                let answers =
+                    held::ask(&replica, &principal, tx, vec![(r.method.clone(), r.params)])
+                        .await
+                        .map_err(Err)?;
                 let outcome = answers
                     .into_iter()
                     .next()
@@ -91,7 +93,9 @@ impl Driver {
                     .iter()
                     .map(|(_, m, p)| (m.clone(), p.clone()))
                     .collect();
-                let answers = held::ask(&principal, tx, questions).await.map_err(Err)?;
+                let answers = held::ask(&replica, &principal, tx, questions)
+                    .await
+                    .map_err(Err)?;
                 let mut responses: Vec<(String, Box<RawValue>)> = Vec::new();
                 for ((key, _, _), answer) in asks.into_iter().zip(answers) {
                     match answer {
@@ -135,7 +139,7 @@ impl Driver {
 }
 
 /// A copy of a request, for retrying it later.
-pub(crate) fn copy_request(r: &UpstreamRequest) -> UpstreamRequest {
+pub fn copy_request(r: &UpstreamRequest) -> UpstreamRequest {
     UpstreamRequest {
         method: r.method.clone(),
         params: r.params.clone(),

@@ -15,10 +15,10 @@ use crate::response::{self, Body};
 /// the first relayed notification (or a question for a handshake-era client)
 /// switches it to SSE. `record` gets the outcome label once (armed: a response
 /// or stream dropped before the end counts as `cancelled`).
-pub(crate) async fn respond(
+pub async fn respond(
     mut d: Driver,
     open: prometheus::IntGauge,
-    record: super::Record,
+    record: crate::record::Record,
 ) -> Result<Response<Body>, GatewayError> {
     let cancel = d.cancel.take();
     let first = loop {

@@ -1,7 +1,7 @@
-//! `completion/complete` for both client eras, routed by what it refers to: a
-//! `ref/prompt` by its exposed prompt name (renamed back to the upstream's own),
-//! a `ref/resource` by the upstream that lists the URI or template (as
-//! `resources/read` is routed). Completion is neither cacheable nor MRTR
+//! `completion/complete` for both client eras, routed (`resolve`) by what it
+//! refers to: a `ref/prompt` by its exposed prompt name (renamed back to the
+//! upstream's own here), a `ref/resource` by the upstream that lists the URI
+//! or template (as `resources/read` is routed). Completion is neither cacheable nor MRTR
 //! (NOTES §7), so the answer is forwarded as it comes.
 //!
 //! Junction advertises `completions` whatever its upstreams do, so an upstream
@@ -10,74 +10,50 @@
 
 use http::{Response, StatusCode};
 use junction_protocol::codes;
-use junction_protocol::jsonrpc::{error_bytes, result_bytes, Id, RawParams};
-use serde::Deserialize;
+use junction_protocol::jsonrpc::{error_bytes, result_bytes, Id};
 use serde_json::value::RawValue;
 
-use crate::bridge::Record;
+use super::Request;
+use crate::bridge::Finisher;
+use crate::context::{Cx, Target};
 use crate::error::GatewayError;
-use crate::mcp::Cx;
+use crate::forward::{answer_of, raw_param};
+use crate::record::Record;
 use crate::response::{self, Body};
-use crate::tools::{rate_limit, ClientSide, Finisher};
 
 const METHOD: &str = "completion/complete";
 
-#[derive(Deserialize)]
-#[serde(tag = "type")]
-enum Reference {
-    #[serde(rename = "ref/prompt")]
-    Prompt { name: String },
-    #[serde(rename = "ref/resource")]
-    Resource { uri: String },
-}
-
-pub async fn complete(
-    cx: &Cx<'_>,
-    id: &Id,
-    params: Option<RawParams>,
-    client: &ClientSide,
-) -> Result<Response<Body>, GatewayError> {
+pub async fn complete(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+    let Request {
+        params,
+        client,
+        target,
+    } = r;
     let mut params = params.unwrap_or_default();
-    let raw_ref = params.get("ref").ok_or_else(|| {
-        GatewayError::InvalidParams("completion/complete needs params.ref".into())
-    })?;
-    let reference: Reference = serde_json::from_str(raw_ref.get()).map_err(|_| {
-        GatewayError::InvalidParams(
-            "params.ref must be {type: \"ref/prompt\", name} or {type: \"ref/resource\", uri}"
-                .into(),
-        )
-    })?;
-    if !params
-        .get("argument")
-        .is_some_and(|a| a.get().trim_start().starts_with('{'))
-    {
-        return Err(GatewayError::InvalidParams(
-            "completion/complete needs params.argument {name, value}".into(),
-        ));
-    }
-    let (upstream_id, target) = match reference {
-        Reference::Prompt { name } => {
-            let (upstream, original) = crate::prompts::resolve(cx, &name)
-                .ok_or_else(|| GatewayError::InvalidParams(format!("unknown prompt: {name}")))?;
+    // The reference as the upstream knows it.
+    let (upstream_id, target) = match target {
+        Target::Prompt {
+            upstream,
+            exposed,
+            original,
+        } => {
             let renamed = serde_json::json!({"type": "ref/prompt", "name": original});
-            params.insert("ref".into(), crate::forward::raw_param(&renamed)?);
-            (upstream, name)
+            params.insert("ref".into(), raw_param(&renamed)?);
+            (upstream, exposed)
         }
-        Reference::Resource { uri } => {
-            let (upstream, own) = crate::resources::owner(cx, &uri).await.ok_or_else(|| {
-                GatewayError::InvalidParams(format!(
-                    "unknown resource: {uri} (no upstream of this route lists it or a matching template)"
-                ))
-            })?;
+        Target::Resource { upstream, uri, own } => {
             if own != uri {
                 let renamed = serde_json::json!({"type": "ref/resource", "uri": own});
-                params.insert("ref".into(), crate::forward::raw_param(&renamed)?);
+                params.insert("ref".into(), raw_param(&renamed)?);
             }
             (upstream, uri)
         }
+        Target::None | Target::Tool { .. } => {
+            return Err(GatewayError::InvalidParams(
+                "completion/complete needs params.ref".into(),
+            ))
+        }
     };
-    cx.note_target(&upstream_id, &target);
-    rate_limit(cx, METHOD, &upstream_id, &target).await?;
     let upstream = cx.state.upstreams.get(&upstream_id).ok_or_else(|| {
         GatewayError::InvalidParams(format!("{target:?} belongs to no upstream of this route"))
     })?;
@@ -86,7 +62,7 @@ pub async fn complete(
     let request = client.upstream_request(cx, METHOD, params, meta);
     let mut record = Record::upstream(&cx.state.metrics, &upstream_id, METHOD);
     record.arm();
-    let answer = crate::forward::answer_of(upstream, request).await;
+    let answer = answer_of(upstream, request).await;
     record.record(match &answer {
         Ok(Ok(_)) => "ok",
         Ok(Err(_)) => "upstream_error",
@@ -99,7 +75,7 @@ pub async fn complete(
         Err(e) => return Ok(response::json(StatusCode::OK, error_bytes(Some(id), &e))),
     };
     let finish = Finisher {
-        modern: matches!(client, ClientSide::Modern { .. }),
+        modern: client.is_modern(),
         sealer: cx.state.sealer.clone(),
         principal: cx.principal.clone(),
         upstream: upstream_id,

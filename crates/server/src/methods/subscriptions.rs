@@ -5,7 +5,8 @@
 //! `resources/unsubscribe`.
 //!
 //! Session ids are sealed and stateless, so a session's subscribed URIs are
-//! kept in this process only, bounded, and expire with the session TTL.
+//! kept in this replica only (`state::Hub`), bounded, and expire with the
+//! session TTL.
 
 use std::collections::BTreeMap;
 
@@ -14,16 +15,16 @@ use junction_protocol::jsonrpc::{result_bytes, Id, RawParams};
 use junction_protocol::{meta, version};
 use serde_json::{json, Map, Value};
 
+use super::Request;
+use crate::context::{param_str, Cx};
 use crate::error::GatewayError;
-use crate::mcp::{param_str, Cx};
-use crate::notify::{SessionUris, Tag, Wants};
+use crate::names;
 use crate::response::{self, sse_event, Body};
-use crate::session;
+use crate::state::{SessionUris, Tag, Wants, MAX_SUBSCRIBED_SESSIONS};
+use crate::views;
 
 /// URIs one stream or session may watch.
 const MAX_URIS: usize = 256;
-/// Handshake-era sessions with subscribed URIs per process.
-pub(crate) const MAX_SESSIONS: usize = 10_000;
 
 fn too_many() -> GatewayError {
     GatewayError::Unsupported("too many open change streams on this gateway".into())
@@ -40,12 +41,8 @@ fn bool_field(filter: &Map<String, Value>, key: &str) -> Result<bool, GatewayErr
 }
 
 /// Modern `subscriptions/listen`.
-pub async fn listen(
-    cx: &Cx<'_>,
-    id: &Id,
-    params: Option<&RawParams>,
-) -> Result<Response<Body>, GatewayError> {
-    let filter = match params.and_then(|p| p.get("notifications")) {
+pub async fn listen(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+    let filter = match r.params.as_ref().and_then(|p| p.get("notifications")) {
         None => {
             return Err(GatewayError::InvalidParams(
                 "params.notifications is required".into(),
@@ -89,7 +86,7 @@ pub async fn listen(
         )));
     }
     for uri in &requested {
-        if let Some(up) = owner(cx, uri).await {
+        if let Some(up) = views::update_source(cx, uri).await {
             wants.uris.insert(uri.clone(), up);
         }
     }
@@ -117,6 +114,7 @@ pub async fn listen(
     ));
     let (_, rx) = cx
         .state
+        .replica
         .hub
         .subscribe(cx, wants, Tag::Modern(id.clone()), Some(ack))
         .await
@@ -124,58 +122,21 @@ pub async fn listen(
     Ok(response::sse(rx))
 }
 
-/// The upstream that would deliver updates for `uri`: the route's only
-/// upstream, else the first (config order) whose resource list has it.
-/// Upstreams that cannot deliver resource updates (stdio) own nothing here.
-async fn owner(cx: &Cx<'_>, uri: &str) -> Option<String> {
-    let can = |id: &str| {
-        cx.state
-            .upstreams
-            .get(id)
-            .is_some_and(|u| u.client.can_watch_resources())
-    };
-    // A namespaced URI names its upstream (see `resources`).
-    if let Some((upstream, _)) = crate::resources::split_namespaced(cx, uri) {
-        return can(upstream).then(|| upstream.to_owned());
-    }
-    if let [only] = cx.route.upstreams.as_slice() {
-        return can(only).then(|| only.clone());
-    }
-    let fanned = crate::forward::fan_out(cx, "resources/list", "resources").await;
-    fanned
-        .contributions
-        .iter()
-        .find(|c| {
-            c.items
-                .iter()
-                .any(|r| r.get("uri").and_then(Value::as_str) == Some(uri))
-        })
-        .map(|c| c.upstream.clone())
-        .filter(|u| can(u))
-}
-
 /// The handshake-era session of this request; GET without one on a modern
 /// endpoint stays 405.
-fn session_of(cx: &Cx<'_>) -> Result<(session::Session, String), GatewayError> {
-    let Some(token) = cx.header(crate::mcp::names::MCP_SESSION_ID) else {
-        return Err(match cx.header(crate::mcp::names::MCP_PROTOCOL_VERSION) {
-            Some(v) if version::is_legacy(v) => GatewayError::SessionRequired(
-                "Mcp-Session-Id header is required for the GET stream".into(),
-            ),
-            _ => GatewayError::MethodNotAllowed("GET".into()),
-        });
+fn session_of(cx: &Cx<'_>) -> Result<String, GatewayError> {
+    let missing = || match cx.header(names::MCP_PROTOCOL_VERSION) {
+        Some(v) if version::is_legacy(v) => GatewayError::SessionRequired(
+            "Mcp-Session-Id header is required for the GET stream".into(),
+        ),
+        _ => GatewayError::MethodNotAllowed("GET".into()),
     };
-    let s = session::open(&cx.state.sealer, token).ok_or(GatewayError::SessionNotFound)?;
-    let key = session::key(token);
-    if s.p != cx.principal || cx.state.hub.revoked.is_revoked(&key) {
-        return Err(GatewayError::SessionNotFound);
-    }
-    Ok((s, key))
+    cx.require_session(missing).map(|(_, key)| key)
 }
 
 /// GET on the route: the standalone SSE stream of a handshake-era session.
 pub async fn legacy_get(cx: &Cx<'_>) -> Result<Response<Body>, GatewayError> {
-    let (_, session) = session_of(cx)?;
+    let session = session_of(cx)?;
     let wants = Wants {
         tools: true,
         prompts: true,
@@ -184,6 +145,7 @@ pub async fn legacy_get(cx: &Cx<'_>) -> Result<Response<Body>, GatewayError> {
     };
     let (_, rx) = cx
         .state
+        .replica
         .hub
         .subscribe(cx, wants, Tag::Legacy { session }, None)
         .await
@@ -191,29 +153,38 @@ pub async fn legacy_get(cx: &Cx<'_>) -> Result<Response<Body>, GatewayError> {
     Ok(response::sse(rx))
 }
 
-/// Handshake-era `resources/subscribe` and `resources/unsubscribe`.
-pub async fn legacy_subscription(
+/// Handshake-era `resources/subscribe`.
+pub async fn subscribe(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+    subscription(cx, id, true, r.params.as_ref()).await
+}
+
+/// Handshake-era `resources/unsubscribe`.
+pub async fn unsubscribe(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+    subscription(cx, id, false, r.params.as_ref()).await
+}
+
+async fn subscription(
     cx: &Cx<'_>,
     id: &Id,
-    method: &str,
+    subscribe: bool,
     params: Option<&RawParams>,
 ) -> Result<Response<Body>, GatewayError> {
-    let (_, session) = session_of(cx)?;
+    let session = session_of(cx)?;
     let uri = param_str(params, "uri")?
         .map(|s| s.into_owned())
         .ok_or_else(|| GatewayError::InvalidParams("params.uri is required".into()))?;
     let key = (cx.route.path.clone(), session);
-    let hub = &cx.state.hub;
-    if method == "resources/subscribe" {
-        let up = owner(cx, &uri).await.ok_or_else(|| {
+    let hub = &cx.state.replica.hub;
+    if subscribe {
+        let up = views::update_source(cx, &uri).await.ok_or_else(|| {
             GatewayError::InvalidParams(format!("no upstream delivers updates for {uri:?}"))
         })?;
         let expires = tokio::time::Instant::now() + cx.state.config.sessions.ttl;
         let mut sessions = hub.sessions.lock().map_err(|_| too_many())?;
         let now = tokio::time::Instant::now();
-        if !sessions.contains_key(&key) && sessions.len() >= MAX_SESSIONS {
+        if !sessions.contains_key(&key) && sessions.len() >= MAX_SUBSCRIBED_SESSIONS {
             sessions.retain(|_, s| s.expires > now);
-            if sessions.len() >= MAX_SESSIONS {
+            if sessions.len() >= MAX_SUBSCRIBED_SESSIONS {
                 return Err(too_many());
             }
         }

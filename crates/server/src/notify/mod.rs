@@ -1,5 +1,7 @@
-//! The change hub: every open change stream (modern `subscriptions/listen`,
-//! handshake-era GET) with a digest of the lists its client saw last.
+//! The change hub at work: every open change stream (modern
+//! `subscriptions/listen`, handshake-era GET) with a digest of the lists its
+//! client saw last. The hub's tables are `state::Hub` (in the replica's
+//! tables, carried across reloads); what is done with them is here.
 //!
 //! Upstream changes (`Upstream::changes()`, fed by the standing upstream
 //! streams) invalidate that upstream's cached lists and wake one diff task; a
@@ -8,107 +10,49 @@
 //! the lists that really changed for it. Resource updates go to the streams
 //! that asked for that URI of that upstream.
 //!
-//! Per process: each replica fans in on its own; nothing here is shared or
+//! Per replica: each replica fans in on its own; nothing here is shared or
 //! survives a restart (a client reconnects and lists again). Every stream has a
 //! bounded buffer: a client that stops reading is disconnected.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 use http::HeaderMap;
-use junction_protocol::jsonrpc::{result_bytes, Id};
+use junction_catalog::lists::namespaced;
+use junction_protocol::jsonrpc::result_bytes;
 use junction_protocol::meta;
 use junction_upstream::Change;
 use serde_json::json;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::mcp::Cx;
+use crate::context::Cx;
 use crate::response::sse_event;
-use crate::state::{RouteState, State, UpstreamEntry};
+use crate::state::{
+    lock, Digests, Hub, RouteState, State, Subscriber, Tag, UpstreamEntry, Wants, MAX_SUBSCRIBERS,
+};
 
 mod stream;
 mod view;
 
 pub use stream::message;
 use stream::{keep_alive, shutdown_signal};
-use view::{visible, Digests};
+use view::visible;
 
 /// SSE keep-alive comment interval on change streams.
 pub const KEEPALIVE: Duration = Duration::from_secs(15);
 /// Messages a stream may have queued before its client counts as gone.
 const STREAM_BUFFER: usize = 64;
-/// Open change streams per process.
-pub const MAX_SUBSCRIBERS: usize = 10_000;
 /// Changes arriving this close together are diffed once.
 const COALESCE: Duration = Duration::from_millis(50);
 
-/// What a stream asked for (modern) or always gets (handshake era).
-#[derive(Clone, Debug, Default)]
-pub struct Wants {
-    pub tools: bool,
-    pub prompts: bool,
-    pub resources: bool,
-    /// Downstream URI → owning upstream (modern `resourceSubscriptions`).
-    pub uris: BTreeMap<String, String>,
-}
-
-#[derive(Clone, Debug)]
-pub enum Tag {
-    /// The listen request's id: the subscriptionId of every message.
-    Modern(Id),
-    /// Handshake era: the session key whose `resources/subscribe` set applies.
-    Legacy { session: String },
-}
-
-pub struct Subscriber {
-    id: u64,
-    route: String,
-    identity: Option<junction_policy::Principal>,
-    principal: String,
-    wants: Wants,
-    tag: Tag,
-    tx: mpsc::Sender<Bytes>,
-    cancel: CancellationToken,
-    last: Mutex<Digests>,
-}
-
-/// Handshake-era `resources/subscribe` sets, per (route, session key).
-pub(crate) struct SessionUris {
-    pub uris: BTreeMap<String, String>,
-    pub expires: tokio::time::Instant,
-}
-
-#[derive(Default)]
-pub struct Hub {
-    subs: Mutex<HashMap<u64, Arc<Subscriber>>>,
-    next_id: AtomicU64,
-    current: ArcSwapOption<Weak<State>>,
-    wake: Notify,
-    started: AtomicBool,
-    /// Upstream clients (by address) whose changes are being listened to.
-    watched: Mutex<HashSet<usize>>,
-    pub(crate) sessions: Mutex<HashMap<(String, String), SessionUris>>,
-    /// `logging/setLevel` of handshake-era sessions (sealed tokens carry none).
-    pub(crate) log_levels: crate::logging::SessionLevels,
-    /// Handshake-era calls a `notifications/cancelled` can reach.
-    pub(crate) in_flight: crate::cancel::InFlight,
-    /// Handshake-era sessions their clients ended with DELETE.
-    pub(crate) revoked: crate::session::Revoked,
-}
-
 /// The upstream's own URI of a subscribed one (namespaced or not).
 fn own_uri(uri: &str, upstream: &str) -> String {
-    let prefix = crate::resources::namespaced(upstream, "");
+    let prefix = namespaced(upstream, "");
     uri.strip_prefix(prefix.as_str()).unwrap_or(uri).to_owned()
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Hub {
@@ -141,41 +85,8 @@ impl Hub {
         lock(&self.subs).len()
     }
 
-    /// This replica's bounded tables: (name, live entries, capacity).
-    pub(crate) fn tables(&self) -> [(&'static str, usize, usize); 5] {
-        let subscribed = {
-            let mut sessions = lock(&self.sessions);
-            let now = tokio::time::Instant::now();
-            sessions.retain(|_, s| s.expires > now);
-            sessions.len()
-        };
-        [
-            ("change_streams", self.open_streams(), MAX_SUBSCRIBERS),
-            (
-                "subscribed_sessions",
-                subscribed,
-                crate::listen::MAX_SESSIONS,
-            ),
-            (
-                "session_log_levels",
-                self.log_levels.live(),
-                crate::logging::MAX_SESSIONS,
-            ),
-            (
-                "cancellable_calls",
-                self.in_flight.len(),
-                crate::cancel::MAX_CALLS,
-            ),
-            (
-                "ended_sessions",
-                self.revoked.live(),
-                crate::session::MAX_REVOKED,
-            ),
-        ]
-    }
-
     /// Registers a stream for the caller of `cx` and returns its receiver,
-    /// `greeting` (the acknowledgement) queued first; `None` when the process
+    /// `greeting` (the acknowledgement) queued first; `None` when the replica
     /// already holds `MAX_SUBSCRIBERS` streams.
     /// The digests of what it sees now are taken first, so the next change is
     /// measured against them.
@@ -363,12 +274,12 @@ impl Hub {
         match change {
             Change::ResourceUpdated { uri } => return self.resource_updated(upstream, &uri),
             Change::ToolsListChanged => state.cache.invalidate(upstream),
-            Change::PromptsListChanged => crate::list_cache::invalidate(upstream, PROMPTS),
-            Change::ResourcesListChanged => crate::list_cache::invalidate(upstream, RESOURCES),
+            Change::PromptsListChanged => state.replica.lists.invalidate(upstream, PROMPTS),
+            Change::ResourcesListChanged => state.replica.lists.invalidate(upstream, RESOURCES),
             Change::Missed => {
                 state.cache.invalidate(upstream);
-                crate::list_cache::invalidate(upstream, PROMPTS);
-                crate::list_cache::invalidate(upstream, RESOURCES);
+                state.replica.lists.invalidate(upstream, PROMPTS);
+                state.replica.lists.invalidate(upstream, RESOURCES);
             }
         }
         self.wake.notify_one();
@@ -379,7 +290,7 @@ impl Hub {
         let now = tokio::time::Instant::now();
         // A subscriber names the URI as it was listed to it: the upstream's own,
         // or namespaced when an earlier upstream lists the same one.
-        let namespaced = crate::resources::namespaced(upstream, uri);
+        let namespaced = namespaced(upstream, uri);
         for sub in subs {
             let wants = |uris: &BTreeMap<String, String>| {
                 [uri, namespaced.as_str()]
@@ -495,6 +406,7 @@ impl Hub {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use junction_protocol::jsonrpc::Id;
     use serde_json::Value;
 
     fn subscriber(id: u64, capacity: usize) -> (Arc<Subscriber>, mpsc::Receiver<Bytes>) {

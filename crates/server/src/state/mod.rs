@@ -1,7 +1,8 @@
 //! The runtime state built from one validated `Config`: upstream clients, routes
-//! with their naming rules, the tool-list cache and the sealing key. A request reads
-//! it through one `ArcSwap::load`; a reload (a later issue) builds a new one aside
-//! and swaps it in whole.
+//! with their naming rules, the tool-list cache, the sealing key, the policy
+//! engines and the per-replica tables (`replica`). A request reads it through
+//! one `ArcSwap::load`; a reload builds a new one aside (reusing unchanged
+//! upstream clients, the caches and the tables) and swaps it in whole.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -15,6 +16,10 @@ use junction_config::{Config, ProtocolPref, RouteConfig, Transport, UpstreamConf
 use junction_protocol::seal::Sealer;
 use junction_telemetry::{Metrics, OkSeries};
 use junction_upstream::{EraPref, TransportSpec, Upstream, UpstreamSpec};
+
+mod replica;
+
+pub use replica::*;
 
 /// Failure to turn a valid config into a running state (bad credentials file,
 /// unknown executable, ...). Reported before anything binds.
@@ -70,9 +75,15 @@ pub struct RouteState {
     /// one clock read and this lock instead of a cache lookup per upstream.
     pub warm: Mutex<Option<WarmMemo>>,
     /// `requests_total` / `request_duration_seconds` with outcome `ok`, one
-    /// per method label (`mcp::METHOD_LABELS`, then `other`).
-    pub ok_series: [OkSeries; crate::mcp::METHOD_LABELS.len() + 1],
+    /// per slot of a method label (the endpoint's method table gives each
+    /// label its slot and checks at compile time that they fit).
+    pub ok_series: [OkSeries; METHOD_SLOTS],
 }
+
+/// Slots for per-method series of a route: more than the method table has
+/// labels (the endpoint asserts it), so adding a method needs no change here
+/// until the table outgrows it.
+pub const METHOD_SLOTS: usize = 32;
 
 /// (`ToolCache::changes` when built, valid until, the catalog).
 pub type WarmMemo = (u64, tokio::time::Instant, Arc<Catalog>);
@@ -87,8 +98,9 @@ pub struct State {
     /// Present when `auth` is configured: every MCP request must authenticate.
     pub auth: Option<Auth>,
     pub rate_limiter: Option<junction_policy::RateLimiter>,
-    /// Open change streams; carried over by every reload.
-    pub hub: Arc<crate::notify::Hub>,
+    /// What this replica remembers between requests; carried over by every
+    /// reload.
+    pub replica: Arc<Replica>,
     /// `headers.forward`, parsed.
     pub forward: junction_policy::ForwardList,
 }
@@ -127,7 +139,7 @@ impl ToolSource for UpstreamSource {
         deadline: Deadline,
     ) -> BoxFuture<'a, Result<SourcePage, SourceError>> {
         Box::pin(async move {
-            let page = crate::forward::counted_page(
+            let page = crate::record::counted_page(
                 &self.1,
                 self.0.id(),
                 "tools/list",
@@ -154,9 +166,8 @@ impl State {
     /// Sets `junction_table_entries` and `junction_table_capacity` for this
     /// replica's bounded tables; called at each scrape.
     pub(crate) fn observe_tables(&self) {
-        let tables = self.hub.tables();
         let m = &self.metrics;
-        for (table, entries, capacity) in tables.into_iter().chain(crate::bridge::held_tables()) {
+        for (table, entries, capacity) in self.replica.tables() {
             let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
             m.table_entries
                 .with_label_values(&[table])
@@ -314,7 +325,12 @@ impl State {
                 }
             })?),
         };
-        let hub = previous.map_or_else(crate::notify::Hub::new, |p| p.hub.clone());
+        let replica = previous.map_or_else(Arc::default, |p| p.replica.clone());
+        // Lists of upstreams that are gone or changed can never be served again.
+        replica
+            .lists
+            .retain(|id, fp| upstreams.get(id).is_some_and(|u| u.fingerprint == fp));
+        replica.resources.retain(|path| routes.contains_key(path));
         Ok(State {
             forward: junction_policy::ForwardList::new(&config.headers.forward),
             config,
@@ -325,7 +341,7 @@ impl State {
             metrics,
             auth,
             rate_limiter,
-            hub,
+            replica,
         })
     }
 

@@ -1,0 +1,211 @@
+//! How an upstream result becomes the client's (`Finisher`): `resultType`
+//! added where a handshake-era upstream left it out, an `input_required`
+//! state sealed in Junction's envelope (bound to the caller, the upstream and
+//! the target), and result types the client did not negotiate refused.
+
+use std::borrow::Cow;
+
+use junction_protocol::object;
+use serde_json::value::RawValue;
+
+use crate::envelope;
+use crate::error::GatewayError;
+
+/// Turns an upstream result into the client's: `resultType` added where a
+/// handshake-era upstream left it out, an `input_required` state sealed in
+/// Junction's envelope, and results the client cannot read refused.
+/// Shared with prompts and resources (`forward`), where `target` is the
+/// exposed prompt name or the resource URI.
+#[derive(Clone)]
+pub struct Finisher {
+    pub modern: bool,
+    pub sealer: junction_protocol::seal::Sealer,
+    pub principal: String,
+    pub upstream: String,
+    pub target: String,
+    pub ttl_ms: u64,
+}
+
+impl Finisher {
+    pub fn result(&self, raw: Box<RawValue>) -> Result<Box<RawValue>, GatewayError> {
+        let protocol = |detail: String| GatewayError::UpstreamProtocol {
+            upstream: self.upstream.clone(),
+            detail,
+        };
+        let result_type = result_type(&raw).map_err(|e| protocol(e.into()))?;
+        match result_type.as_deref() {
+            None => {
+                if self.modern {
+                    add_complete(&raw)
+                        .ok_or_else(|| protocol("result is not a JSON object".into()))
+                } else {
+                    Ok(raw)
+                }
+            }
+            Some("complete") => Ok(raw),
+            Some("input_required") if self.modern => self.seal_state(&raw),
+            Some("input_required") => Err(GatewayError::Unsupported(format!(
+                "upstream {} asks for client input (InputRequiredResult), which cannot be relayed to a handshake-era client yet",
+                self.upstream
+            ))),
+            Some(other) => Err(protocol(format!(
+                "resultType {other:?} belongs to an extension this client did not negotiate"
+            ))),
+        }
+    }
+
+    fn seal_state(&self, raw: &RawValue) -> Result<Box<RawValue>, GatewayError> {
+        let mut members: std::collections::BTreeMap<String, Box<RawValue>> =
+            serde_json::from_str(raw.get()).map_err(|_| GatewayError::UpstreamProtocol {
+                upstream: self.upstream.clone(),
+                detail: "input_required result is not a JSON object".into(),
+            })?;
+        if let Some(state) = members.get("requestState") {
+            let token = envelope::wrap(
+                &self.sealer,
+                &self.principal,
+                &self.upstream,
+                &self.target,
+                state.get(),
+                self.ttl_ms,
+            );
+            let raw = serde_json::value::to_raw_value(&token)
+                .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
+            members.insert("requestState".into(), raw);
+        }
+        serde_json::value::to_raw_value(&members)
+            .map_err(|e| GatewayError::Unsupported(e.to_string()))
+    }
+}
+
+/// A result's `resultType`, if it names one. The answer was validated as a
+/// whole when it arrived: its members are found without parsing it again
+/// (`object::members`). Two `resultType` keys are refused (a JavaScript
+/// client would read the last, serde_json neither).
+pub fn result_type(raw: &RawValue) -> Result<Option<Cow<'_, str>>, &'static str> {
+    let members = object::members(raw.get()).ok_or("result is not a JSON object")?;
+    let mut result_type = None;
+    for (key, value) in members {
+        if key == "resultType" {
+            if result_type.is_some() {
+                return Err("result names resultType twice");
+            }
+            result_type = Some(object::string(value).ok_or("resultType is not a string")?);
+        }
+    }
+    Ok(result_type)
+}
+
+/// `{"resultType":"complete", ...rest}` without re-serializing the rest.
+fn add_complete(raw: &RawValue) -> Option<Box<RawValue>> {
+    let out = object::prepend(raw.get(), r#""resultType":"complete""#)?;
+    RawValue::from_string(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finisher(modern: bool) -> Finisher {
+        Finisher {
+            modern,
+            sealer: junction_protocol::seal::Sealer::random(),
+            principal: "alice".into(),
+            upstream: "up".into(),
+            target: "tool".into(),
+            ttl_ms: 60_000,
+        }
+    }
+
+    fn finish(modern: bool, result: &str) -> Result<String, GatewayError> {
+        let raw = RawValue::from_string(result.to_owned()).unwrap();
+        finisher(modern).result(raw).map(|r| r.get().to_owned())
+    }
+
+    #[test]
+    fn results_get_their_result_type_however_the_key_is_spelled() {
+        // No resultType: a modern client is told the call is complete.
+        assert_eq!(
+            finish(true, r#"{"content":[]}"#).unwrap(),
+            r#"{"resultType":"complete","content":[]}"#
+        );
+        assert_eq!(
+            finish(false, r#"{"content":[]}"#).unwrap(),
+            r#"{"content":[]}"#
+        );
+        // Present, plainly or through escapes: read, not added twice.
+        let plain = r#"{"resultType":"complete","content":[]}"#;
+        assert_eq!(finish(true, plain).unwrap(), plain);
+        let escaped = r#"{"result\u0054ype":"complete","content":[]}"#;
+        assert_eq!(finish(true, escaped).unwrap(), escaped);
+        let unknown = r#"{"result\u0054ype":"task","content":[]}"#;
+        assert!(matches!(
+            finish(true, unknown),
+            Err(GatewayError::UpstreamProtocol { .. })
+        ));
+        // Escapes elsewhere do not make a result without the key fail.
+        assert_eq!(
+            finish(true, r#"{"text":"caf\u00e9"}"#).unwrap(),
+            r#"{"resultType":"complete","text":"caf\u00e9"}"#
+        );
+        for bad in ["[1]", "\"x\"", "null"] {
+            assert!(
+                matches!(
+                    finish(true, bad),
+                    Err(GatewayError::UpstreamProtocol { .. })
+                ),
+                "{bad}"
+            );
+            assert!(
+                matches!(
+                    finish(false, bad),
+                    Err(GatewayError::UpstreamProtocol { .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_result_type_read_twice_or_not_a_string_is_refused() {
+        // A JavaScript client reads the last duplicate, serde_json refuses
+        // them: neither reading is forwarded.
+        for bad in [
+            r#"{"resultType":"complete","content":[],"resultType":"task"}"#,
+            r#"{"resultType":"task","result\u0054ype":"complete"}"#,
+            r#"{"resultType":1,"content":[]}"#,
+            r#"{"resultType":null}"#,
+        ] {
+            let err = finish(true, bad).expect_err(bad);
+            assert!(
+                matches!(err, GatewayError::UpstreamProtocol { .. }),
+                "{bad}: {err:?}"
+            );
+        }
+        // A resultType nested in the content is not the result's own.
+        let nested = r#"{"content":[{"type":"text","resultType":"task"}],"resultType":"complete"}"#;
+        assert_eq!(finish(true, nested).unwrap(), nested);
+        let inner_only = r#"{"structuredContent":{"resultType":"input_required"}}"#;
+        assert_eq!(
+            finish(true, inner_only).unwrap(),
+            r#"{"resultType":"complete","structuredContent":{"resultType":"input_required"}}"#
+        );
+    }
+
+    #[test]
+    fn add_complete_keeps_members_byte_for_byte() {
+        let raw =
+            RawValue::from_string(r#"{"content":[{"type":"text","text":"x  y"}]}"#.into()).unwrap();
+        assert_eq!(
+            add_complete(&raw).unwrap().get(),
+            r#"{"resultType":"complete","content":[{"type":"text","text":"x  y"}]}"#
+        );
+        let empty = RawValue::from_string("{ }".into()).unwrap();
+        assert_eq!(
+            add_complete(&empty).unwrap().get(),
+            r#"{"resultType":"complete"}"#
+        );
+        let not_obj = RawValue::from_string("[1]".into()).unwrap();
+        assert!(add_complete(&not_obj).is_none());
+    }
+}

@@ -1,0 +1,83 @@
+//! Metrics recorders of upstream work, below everything that goes upstream
+//! (the tool-list source of `state`, list fan-outs, forwarded calls): a
+//! [`Record`] counts one request's outcome exactly once, and counts a request
+//! whose client left first as `cancelled`.
+
+/// Records a call's outcome label once: [`Record::record`] with the
+/// outcome, or, once [`Record::arm`]ed (the call went upstream), `cancelled`
+/// when it is dropped unrecorded: the client went away while Junction waited
+/// (hyper dropped the request's future, or the response stream's reader is
+/// gone). Unarmed, a refusal drops it unrecorded: a refused request is no call.
+pub struct Record {
+    f: Option<RecordFn>,
+    armed: bool,
+}
+
+type RecordFn = Box<dyn FnOnce(&str) + Send>;
+
+impl Record {
+    pub fn new(f: impl FnOnce(&str) + Send + 'static) -> Record {
+        Record {
+            f: Some(Box::new(f)),
+            armed: false,
+        }
+    }
+
+    /// Counts one request in the upstream's series
+    /// (`junction_upstream_requests_total`, and its duration since now).
+    pub fn upstream(metrics: &junction_telemetry::Metrics, upstream: &str, method: &str) -> Record {
+        let started = std::time::Instant::now();
+        let (m, u, method) = (metrics.clone(), upstream.to_owned(), method.to_owned());
+        Record::new(move |outcome: &str| {
+            m.upstream_requests_total
+                .with_label_values(&[&u, &method, outcome])
+                .inc();
+            m.upstream_request_duration_seconds
+                .with_label_values(&[&u, &method])
+                .observe(started.elapsed().as_secs_f64());
+        })
+    }
+
+    /// From now on, dropping it unrecorded counts the call as `cancelled`.
+    pub fn arm(&mut self) {
+        self.armed = true;
+    }
+
+    pub fn record(mut self, outcome: &str) {
+        if let Some(f) = self.f.take() {
+            f(outcome);
+        }
+    }
+}
+
+impl Drop for Record {
+    fn drop(&mut self) {
+        if let Some(f) = self.f.take().filter(|_| self.armed) {
+            f("cancelled");
+        }
+    }
+}
+
+/// One list page request to an upstream, stopped at the list's `deadline`
+/// (`None`), and counted in the upstream's series however it ends: `ok` (a
+/// page, or -32601 from an upstream that has no such list: Junction reads
+/// that as an empty list, not a failure), `error`, `upstream_timeout` (the
+/// deadline passed), or `cancelled` when it is dropped unfinished (the client
+/// that asked for the list left before it was in).
+pub async fn counted_page<T, E>(
+    metrics: &junction_telemetry::Metrics,
+    upstream: &str,
+    method: &str,
+    deadline: tokio::time::Instant,
+    page: impl std::future::Future<Output = Result<T, E>>,
+) -> Option<Result<T, E>> {
+    let mut record = Record::upstream(metrics, upstream, method);
+    record.arm();
+    let page = tokio::time::timeout_at(deadline, page).await.ok();
+    record.record(match &page {
+        Some(Ok(_)) => "ok",
+        Some(Err(_)) => "error",
+        None => "upstream_timeout",
+    });
+    page
+}
