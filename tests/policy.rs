@@ -81,7 +81,16 @@ async fn world(extra: &str) -> World {
 }
 
 /// `world` with more `server` keys (`server_keys` starts with a comma).
+/// The world of `world_with`, its rules replaced by `rules` (YAML list items).
+async fn world_with_rules(rules: &str) -> World {
+    world_with_all("", "", Some(rules)).await
+}
+
 async fn world_with(server_keys: &str, extra: &str) -> World {
+    world_with_all(server_keys, extra, None).await
+}
+
+async fn world_with_all(server_keys: &str, extra: &str, rules: Option<&str>) -> World {
     let up = MockUpstream::start(MockSpec::modern(
         "up",
         vec![
@@ -106,13 +115,16 @@ upstreams:
 auth:
   jwt: {{issuer: "{ISSUER}", jwks_file: "{jwks}"}}
   scopes_supported: [tools.read, tools.admin]
-  rules:
-    - {{scopes: [tools.read], tools: ["up__echo", "up__mrtr", "up__progress"]}}
-    - {{scopes: [tools.admin], tools: ["up__*"]}}
+  rules:{rules}
 {extra}
 "#,
         url = up.url,
-        jwks = jwks_file(dir.path()).display()
+        jwks = jwks_file(dir.path()).display(),
+        rules = rules.unwrap_or(
+            r#"
+    - {scopes: [tools.read], tools: ["up__echo", "up__mrtr", "up__progress"]}
+    - {scopes: [tools.admin], tools: ["up__*"]}"#
+        )
     );
     let gw = spawn_gateway(bin(), &yaml).await;
     World { up, gw, _dir: dir }
@@ -261,6 +273,162 @@ async fn scopes_filter_the_catalog_and_calls_outside_the_grant_get_a_step_up_cha
         );
         assert!(r.header("cookie").is_none());
     }
+}
+
+/// Rules over prompts and resource URIs, and a rule that matches a group
+/// claim instead of a scope.
+const ALL_KINDS: &str = r#"
+    - {scopes: [crm.read], tools: ["up__echo"], prompts: ["up__greet"], resources: ["mock://up/*"]}
+    - {claims: {groups: [admins, ops]}, tools: ["up__*"], prompts: ["up__*"], resources: ["*"]}
+"#;
+
+fn uris(r: &Value, key: &str, field: &str) -> Vec<String> {
+    r[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("{key} in {r}"))
+        .iter()
+        .map(|t| t[field].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn rules_cover_prompts_resources_and_completion_and_match_claims() {
+    let w = world_with_rules(ALL_KINDS).await;
+    let url = w.gw.url("/mcp");
+    let reader = signed_in(&url, "alice", "crm.read");
+    let admin = TestClient::modern(&url).with_header(
+        "authorization",
+        &bearer(&token_with(
+            json!({"iss": ISSUER, "sub": "root", "aud": PUBLIC,
+            "iat": now(), "exp": now() + 600, "groups": ["eng", "admins"]}),
+        )),
+    );
+    let nobody = signed_in(&url, "eve", "");
+
+    // Lists show what the caller may use, and are private to it.
+    let p = reader.request("prompts/list", json!({})).await;
+    assert_eq!(uris(p.result(), "prompts", "name"), ["up__greet"]);
+    assert_eq!(p.result()["cacheScope"], "private");
+    assert_eq!(
+        uris(
+            admin.request("prompts/list", json!({})).await.result(),
+            "prompts",
+            "name"
+        ),
+        ["up__confirm", "up__greet"]
+    );
+    assert!(uris(
+        nobody.request("prompts/list", json!({})).await.result(),
+        "prompts",
+        "name"
+    )
+    .is_empty());
+    let resources = reader.request("resources/list", json!({})).await;
+    assert_eq!(
+        uris(resources.result(), "resources", "uri"),
+        ["mock://up/readme"]
+    );
+    let templates = reader.request("resources/templates/list", json!({})).await;
+    assert_eq!(
+        uris(templates.result(), "resourceTemplates", "uriTemplate"),
+        ["mock://up/items/{id}"]
+    );
+    let all = admin.request("resources/list", json!({})).await;
+    assert_eq!(
+        uris(all.result(), "resources", "uri"),
+        ["mock://shared/config", "mock://up/readme"]
+    );
+    assert!(uris(
+        nobody.request("resources/list", json!({})).await.result(),
+        "resources",
+        "uri"
+    )
+    .is_empty());
+
+    // Using something outside the grant is a step-up 403, never forwarded.
+    let denied = [
+        reader
+            .request("prompts/get", json!({"name": "up__confirm"}))
+            .await,
+        reader
+            .request("resources/read", json!({"uri": "mock://shared/config"}))
+            .await,
+        reader
+            .request(
+                "completion/complete",
+                json!({"ref": {"type": "ref/prompt", "name": "up__confirm"},
+                       "argument": {"name": "x", "value": ""}}),
+            )
+            .await,
+        nobody
+            .request("resources/read", json!({"uri": "mock://up/readme"}))
+            .await,
+    ];
+    for d in &denied {
+        assert_eq!(d.status, 403, "{:?}", d.body);
+        assert_eq!(d.error_code(), Some(-31005));
+        let challenge = d.header("www-authenticate").unwrap();
+        assert!(challenge.contains("insufficient_scope"), "{challenge}");
+    }
+    assert!(
+        denied[3]
+            .header("www-authenticate")
+            .unwrap()
+            .contains("scope=\"crm.read\""),
+        "the challenge names the scope that would grant it"
+    );
+    assert!(w.up.requests_for("prompts/get").is_empty());
+    assert!(w.up.requests_for("resources/read").is_empty());
+    assert!(w.up.requests_for("completion/complete").is_empty());
+
+    // What the grant covers goes through, for the scope and for the claim.
+    let ok = [
+        reader
+            .request(
+                "prompts/get",
+                json!({"name": "up__greet", "arguments": {"name": "Ada"}}),
+            )
+            .await,
+        reader
+            .request("resources/read", json!({"uri": "mock://up/readme"}))
+            .await,
+        reader
+            .request(
+                "completion/complete",
+                json!({"ref": {"type": "ref/prompt", "name": "up__greet"},
+                       "argument": {"name": "name", "value": "up"}}),
+            )
+            .await,
+        admin
+            .request("resources/read", json!({"uri": "mock://shared/config"}))
+            .await,
+        admin
+            .request("prompts/get", json!({"name": "up__confirm"}))
+            .await,
+    ];
+    for r in &ok {
+        assert_eq!(r.status, 200, "{:?}: {}", r.body, w.gw.stderr());
+        assert!(r.body.get("error").is_none(), "{:?}", r.body);
+    }
+
+    // A subscription to a URI the caller may not read is left out.
+    let mut listen = reader
+        .stream(
+            "subscriptions/listen",
+            json!({"notifications": {"resourceSubscriptions":
+                ["mock://shared/config", "mock://up/readme"]}}),
+            vec![],
+        )
+        .await;
+    let ack = listen
+        .next(Duration::from_secs(10))
+        .await
+        .expect("acknowledged");
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!(["mock://up/readme"]),
+        "{ack}"
+    );
 }
 
 #[tokio::test]

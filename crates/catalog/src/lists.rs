@@ -58,25 +58,30 @@ impl MergedList {
         contributions: &[Contribution],
         degraded: Vec<String>,
     ) -> MergedList {
-        let mut h = Sha256::new();
-        h.update(kind.as_bytes());
         let items: Vec<Box<RawValue>> = items
             .iter()
             .filter_map(|v| serde_json::value::to_raw_value(v).ok())
             .collect();
-        for i in &items {
-            h.update([0u8]);
-            h.update(i.get().as_bytes());
-        }
-        let digest = h.finalize();
-        let mut v = [0u8; 8];
-        v.copy_from_slice(&digest[..8]);
         MergedList {
+            version: version(kind, &items),
             items,
-            version: u64::from_be_bytes(v),
             ttl_ms: contributions.iter().map(|c| c.ttl_ms).min().unwrap_or(0),
             public: contributions.iter().all(|c| c.public),
             degraded,
+        }
+    }
+
+    /// The items `keep` keeps (the ones a caller may see), with their own
+    /// version, so a cursor of one caller's list never pages another's; not
+    /// public, since it depends on who asks.
+    pub fn filtered(&self, kind: &str, mut keep: impl FnMut(&RawValue) -> bool) -> MergedList {
+        let items: Vec<Box<RawValue>> = self.items.iter().filter(|i| keep(i)).cloned().collect();
+        MergedList {
+            version: version(kind, &items),
+            items,
+            ttl_ms: self.ttl_ms,
+            public: false,
+            degraded: self.degraded.clone(),
         }
     }
 
@@ -92,6 +97,21 @@ impl MergedList {
         let page = self.items.get(start..end).unwrap_or_default();
         (page, (end < len).then_some(end))
     }
+}
+
+/// The first 8 bytes of SHA-256 over `kind` and the items: `kind` goes into
+/// it, so a cursor of one list never pages another.
+fn version(kind: &str, items: &[Box<RawValue>]) -> u64 {
+    let mut h = Sha256::new();
+    h.update(kind.as_bytes());
+    for i in items {
+        h.update([0u8]);
+        h.update(i.get().as_bytes());
+    }
+    let digest = h.finalize();
+    let mut v = [0u8; 8];
+    v.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(v)
 }
 
 /// Prompts of every contributor, named `{upstream}{separator}{name}` (the

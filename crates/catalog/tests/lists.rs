@@ -599,3 +599,29 @@ async fn the_memo_resets_when_the_route_upstreams_change() {
     ix.retain(|route| route != "/mcp");
     assert!(ix.is_empty());
 }
+
+#[test]
+fn a_filtered_list_keeps_order_and_gets_its_own_version() {
+    let f = fanned(vec![contribution(
+        "a",
+        vec![prompt("one"), prompt("two"), prompt("three")],
+    )]);
+    let all = merge_prompts(f, &NamingRules::default());
+    let some = all.filtered("prompts", |raw| !raw.get().contains("\"a__two\""));
+    let kept: Vec<&str> = all
+        .items
+        .iter()
+        .map(|i| i.get())
+        .filter(|i| !i.contains("\"a__two\""))
+        .collect();
+    assert_eq!(bytes(&some), format!("[{}]", kept.join(",")));
+    assert_eq!(some.items.len(), 2);
+    assert_eq!(some.version, version_of("prompts", &some));
+    assert_ne!(
+        some.version, all.version,
+        "a cursor of one never pages the other"
+    );
+    assert!(!some.public, "it depends on who asks");
+    let same = all.filtered("prompts", |_| true);
+    assert_eq!(same.version, all.version);
+}

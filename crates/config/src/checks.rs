@@ -63,7 +63,7 @@ pub(crate) fn http_url(ctx: &mut Ctx, path: &str, s: &str, allow_query: bool) ->
     if authority.as_str().contains('@') {
         return fail(
             ctx,
-            "credentials in the URL would end up in logs; use bearer_token_env or headers",
+            "credentials in the URL would end up in logs; use `credentials`, bearer_token_env or headers",
         );
     }
     if authority.host().is_empty() {
@@ -118,7 +118,7 @@ fn header_name(ctx: &mut Ctx, path: &str, name: &str) -> Option<String> {
 pub(crate) fn forwardable_header(ctx: &mut Ctx, path: &str, name: &str) -> Option<String> {
     let lower = header_name(ctx, path, name)?;
     let why = if matches!(lower.as_str(), "authorization" | "proxy-authorization") {
-        Some("client credentials are never forwarded upstream; upstream credentials come from bearer_token_env/bearer_token_file")
+        Some("client credentials are never forwarded as headers; an upstream's `credentials` decide what it is sent (`type: passthrough` sends the caller's token)")
     } else if matches!(lower.as_str(), "cookie" | "set-cookie") {
         Some("cookies are never forwarded upstream")
     } else if lower.starts_with("proxy-") {
@@ -139,13 +139,14 @@ pub(crate) fn forwardable_header(ctx: &mut Ctx, path: &str, name: &str) -> Optio
     }
 }
 
-/// A static header configured for an HTTP upstream.
+/// A static header configured for an HTTP upstream. `sets_authorization`
+/// names the other setting that sets `Authorization`, if any.
 pub(crate) fn upstream_header(
     ctx: &mut Ctx,
     path: &str,
     name: &str,
     value: &str,
-    has_bearer: bool,
+    sets_authorization: Option<&str>,
 ) -> Option<(String, String)> {
     let lower = header_name(ctx, path, name)?;
     if hop_by_hop(&lower) {
@@ -162,10 +163,10 @@ pub(crate) fn upstream_header(
         );
         return None;
     }
-    if has_bearer && lower == "authorization" {
+    if let Some(setting) = sets_authorization.filter(|_| lower == "authorization") {
         ctx.err(
             path,
-            "conflicts with bearer_token_env/bearer_token_file, which set Authorization; keep one",
+            format!("conflicts with {setting}, which sets Authorization; keep one"),
         );
         return None;
     }

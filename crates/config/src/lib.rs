@@ -10,6 +10,7 @@
 //! file itself, and never returns a `Config` that failed any check.
 
 mod checks;
+mod credentials;
 mod error;
 mod policy;
 mod routes;
@@ -21,6 +22,7 @@ mod walk;
 
 use std::path::Path;
 
+pub use credentials::{ClientAuthMethod, Credentials, OAuthClient, SecretSource};
 pub use error::{ConfigError, ConfigErrors};
 pub use server::MIN_SECRET_BYTES;
 pub use types::*;

@@ -46,23 +46,7 @@ pub(crate) fn auth(ctx: &mut Ctx, v: Option<&Value>, public_url: &str) -> Option
         .list(ctx, "rules")
         .unwrap_or_default()
         .into_iter()
-        .filter_map(|(path, item)| {
-            let r = Obj::new(ctx, Some(item), &path, &["scopes", "tools"]);
-            let scopes = scopes(ctx, &r, "scopes");
-            let tools: Vec<String> = r
-                .strings(ctx, "tools")
-                .unwrap_or_default()
-                .into_iter()
-                .filter_map(|(p, g)| checks::glob(ctx, &p, &g).map(|_| g))
-                .collect();
-            if !r.has("tools") {
-                ctx.err(
-                    &r.key_path("tools"),
-                    "required: globs over exposed tool names this rule grants",
-                );
-            }
-            (!tools.is_empty()).then_some(AuthRule { scopes, tools })
-        })
+        .filter_map(|(path, item)| auth_rule(ctx, &path, item))
         .collect();
     Some(AuthConfig {
         jwt: jwt?,
@@ -70,6 +54,83 @@ pub(crate) fn auth(ctx: &mut Ctx, v: Option<&Value>, public_url: &str) -> Option
         scopes_supported,
         rules,
     })
+}
+
+/// What one `auth.rules` entry grants: globs over tools, prompts and resource
+/// URIs, to callers holding every scope and matching every claim it lists.
+fn auth_rule(ctx: &mut Ctx, path: &str, item: &Value) -> Option<AuthRule> {
+    const GRANTS: [&str; 3] = ["tools", "prompts", "resources"];
+    let r = Obj::new(
+        ctx,
+        Some(item),
+        path,
+        &["scopes", "claims", "tools", "prompts", "resources"],
+    );
+    let scopes = scopes(ctx, &r, "scopes");
+    let mut globs = |key: &str| -> Vec<String> {
+        r.strings(ctx, key)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(p, g)| checks::glob(ctx, &p, &g).map(|_| g))
+            .collect()
+    };
+    let (tools, prompts, resources) = (globs("tools"), globs("prompts"), globs("resources"));
+    if !GRANTS.iter().any(|k| r.has(k)) {
+        ctx.err(
+            &r.key_path("tools"),
+            "a rule grants something: globs over exposed tool names (`tools`), prompt names (`prompts`) or resource URIs (`resources`)",
+        );
+    }
+    let claims = claims(ctx, &r);
+    let grants = !(tools.is_empty() && prompts.is_empty() && resources.is_empty());
+    grants.then_some(AuthRule {
+        scopes,
+        claims,
+        tools,
+        prompts,
+        resources,
+    })
+}
+
+/// `claims: {name: value | [values]}`: a token claim that must hold one of the values.
+fn claims(ctx: &mut Ctx, r: &Obj) -> Vec<(String, Vec<String>)> {
+    let Some(v) = r.get("claims") else {
+        return Vec::new();
+    };
+    let path = r.key_path("claims");
+    let Value::Object(m) = v else {
+        ctx.err(
+            &path,
+            "expected a mapping of claim name to a value or a list of values, e.g. {groups: [crm-users]}",
+        );
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (name, value) in m {
+        let p = format!("{path}.{name}");
+        if name.is_empty() {
+            ctx.err(&p, "a claim name must not be empty");
+            continue;
+        }
+        let values: Option<Vec<String>> = match value {
+            Value::String(s) => Some(vec![s.clone()]),
+            Value::Array(items) if !items.is_empty() => items
+                .iter()
+                .map(|i| i.as_str().map(str::to_owned))
+                .collect(),
+            _ => None,
+        };
+        match values {
+            Some(values) if values.iter().all(|v| !v.is_empty()) => {
+                out.push((name.clone(), values))
+            }
+            _ => ctx.err(
+                &p,
+                "expected a non-empty string or a non-empty list of non-empty strings (the claim must hold one of them)",
+            ),
+        }
+    }
+    out
 }
 
 fn jwt(ctx: &mut Ctx, v: Option<&Value>, path: &str, public_url: &str) -> Option<JwtConfig> {
@@ -124,7 +185,7 @@ fn jwt(ctx: &mut Ctx, v: Option<&Value>, path: &str, public_url: &str) -> Option
 }
 
 /// OAuth scope tokens (RFC 6749 §3.3: printable ASCII without space, `"` or `\`).
-fn scopes(ctx: &mut Ctx, o: &Obj, key: &str) -> Vec<String> {
+pub(crate) fn scopes(ctx: &mut Ctx, o: &Obj, key: &str) -> Vec<String> {
     o.strings(ctx, key)
         .unwrap_or_default()
         .into_iter()

@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::credentials::{Credentials, SecretSource};
+
 #[derive(Clone, Debug)]
 pub struct Config {
     pub server: ServerConfig,
@@ -77,6 +79,10 @@ pub struct UpstreamConfig {
 }
 
 #[derive(Clone, Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "made once per config load; boxing would only complicate matching"
+)]
 pub enum Transport {
     Http {
         url: String,
@@ -88,6 +94,10 @@ pub enum Transport {
         bearer_token_file: Option<PathBuf>,
         /// Extra CA bundle (PEM) trusted for this https upstream.
         ca_file: Option<PathBuf>,
+        /// `credentials:` as written; never set together with a bearer token
+        /// or an `authorization` header. [`UpstreamConfig::credentials`]
+        /// folds the bearer settings in.
+        credentials: Option<Credentials>,
     },
     Stdio {
         /// Program followed by its arguments; never empty.
@@ -96,6 +106,30 @@ pub enum Transport {
         env: Vec<(String, String)>,
         cwd: Option<PathBuf>,
     },
+}
+
+impl UpstreamConfig {
+    /// How Junction authenticates to this upstream: `credentials`, or the
+    /// older `bearer_token_env` / `bearer_token_file` as a static token
+    /// (validation keeps the two apart). None for stdio upstreams and for
+    /// HTTP upstreams without either.
+    pub fn credentials(&self) -> Option<Credentials> {
+        match &self.transport {
+            Transport::Http {
+                credentials: Some(c),
+                ..
+            } => Some(c.clone()),
+            Transport::Http {
+                bearer_token_env: Some(name),
+                ..
+            } => Some(Credentials::Static(SecretSource::Env(name.clone()))),
+            Transport::Http {
+                bearer_token_file: Some(path),
+                ..
+            } => Some(Credentials::Static(SecretSource::File(path.clone()))),
+            Transport::Http { .. } | Transport::Stdio { .. } => None,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,12 +203,19 @@ pub enum JwksSource {
     File(PathBuf),
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct AuthRule {
     /// The caller needs every scope listed; an empty list matches any authenticated caller.
     pub scopes: Vec<String>,
-    /// Globs over exposed names; each compiles with `globset`; never empty.
+    /// The caller's token must match every claim listed: (claim, accepted
+    /// values); its claim (a string, or a list of strings) must hold one of them.
+    pub claims: Vec<(String, Vec<String>)>,
+    /// Globs over exposed tool names; each compiles with `globset`.
     pub tools: Vec<String>,
+    /// Globs over exposed prompt names.
+    pub prompts: Vec<String>,
+    /// Globs over resource URIs as clients see them (and resource templates).
+    pub resources: Vec<String>,
 }
 
 #[derive(Clone, Debug)]

@@ -1,4 +1,5 @@
-//! `upstreams`: one entry per MCP server, HTTP (`url`) or stdio (`command`).
+//! `upstreams`: one entry per MCP server, HTTP (`url`) or stdio (`command`);
+//! an HTTP upstream's `credentials` are walked in `credentials.rs`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -6,6 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::checks;
+use crate::credentials;
 use crate::types::{ProtocolPref, Transport, UpstreamConfig};
 use crate::walk::{Ctx, Obj};
 
@@ -23,12 +25,14 @@ const KEYS: &[&str] = &[
     "list_ttl",
     "ca_file",
     "max_response_bytes",
+    "credentials",
 ];
 const HTTP_ONLY: &[&str] = &[
     "headers",
     "bearer_token_env",
     "bearer_token_file",
     "ca_file",
+    "credentials",
 ];
 const STDIO_ONLY: &[&str] = &["env", "cwd"];
 /// Largest response body, SSE event or stdio line taken from an upstream.
@@ -69,7 +73,7 @@ pub(crate) fn upstreams(ctx: &mut Ctx, root: &Obj) -> (Vec<UpstreamConfig>, Vec<
             seen.push((id.clone(), id_path));
             Some(id)
         });
-        let transport = transport(ctx, &o);
+        let transport = transport(ctx, &o, root.has("auth"));
         let timeout = o.positive_duration(ctx, "timeout", Duration::from_secs(30));
         let protocol = match o.choice(ctx, "protocol", &["auto", "modern", "legacy"]) {
             Some(1) => ProtocolPref::Modern,
@@ -98,11 +102,12 @@ pub(crate) fn upstreams(ctx: &mut Ctx, root: &Obj) -> (Vec<UpstreamConfig>, Vec<
     (out, seen.into_iter().map(|(id, _)| id).collect())
 }
 
-fn transport(ctx: &mut Ctx, o: &Obj) -> Option<Transport> {
+/// `has_auth`: the top-level `auth` section is set (some credentials need it).
+fn transport(ctx: &mut Ctx, o: &Obj, has_auth: bool) -> Option<Transport> {
     match (o.has("url"), o.has("command")) {
         (true, false) => {
             misplaced(ctx, o, STDIO_ONLY, "stdio upstreams (`command`)");
-            http(ctx, o)
+            http(ctx, o, has_auth)
         }
         (false, true) => {
             misplaced(ctx, o, HTTP_ONLY, "HTTP upstreams (`url`)");
@@ -133,7 +138,7 @@ fn misplaced(ctx: &mut Ctx, o: &Obj, keys: &[&str], only_for: &str) {
     }
 }
 
-fn http(ctx: &mut Ctx, o: &Obj) -> Option<Transport> {
+fn http(ctx: &mut Ctx, o: &Obj, has_auth: bool) -> Option<Transport> {
     let url_path = o.key_path("url");
     let url = o.nonempty(ctx, "url");
     let uri = url
@@ -152,13 +157,30 @@ fn http(ctx: &mut Ctx, o: &Obj) -> Option<Transport> {
         );
     }
     let has_bearer = bearer_token_env.is_some() || bearer_token_file.is_some();
+    let credentials_path = o.key_path("credentials");
+    let credentials = o
+        .get("credentials")
+        .and_then(|v| credentials::credentials(ctx, v, &credentials_path, has_auth));
+    if o.has("credentials") && has_bearer {
+        ctx.err(
+            &credentials_path,
+            "set either `credentials` or `bearer_token_env`/`bearer_token_file`, not both",
+        );
+    }
+    let sets_authorization = if o.has("credentials") {
+        Some("credentials")
+    } else if has_bearer {
+        Some("bearer_token_env/bearer_token_file")
+    } else {
+        None
+    };
 
     let headers = o
         .string_map(ctx, "headers")
         .unwrap_or_default()
         .into_iter()
         .filter_map(|(name, path, value)| {
-            checks::upstream_header(ctx, &path, &name, &value, has_bearer)
+            checks::upstream_header(ctx, &path, &name, &value, sets_authorization)
         })
         .collect();
 
@@ -177,6 +199,7 @@ fn http(ctx: &mut Ctx, o: &Obj) -> Option<Transport> {
         bearer_token_env,
         bearer_token_file,
         ca_file,
+        credentials,
     })
 }
 

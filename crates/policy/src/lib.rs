@@ -9,21 +9,27 @@
 //! - header rules that keep a client's credentials away from upstreams (§4.5)
 //!   and the header limits (§4.1).
 //! - [`client_ip`]: the caller's address behind trusted proxies.
+//! - [`UpstreamCredentials`]: what an upstream is sent as `Authorization`
+//!   (a static token, OAuth client credentials, RFC 8693 token exchange, or
+//!   the caller's own token for an upstream it was issued for).
 //!
-//! Its only I/O is fetching a JWKS URL and talking to Redis. It must never accept
-//! a token that was not issued for Junction, never trust an `alg` the key does
-//! not have, and never let `Authorization`, `Cookie`, `Proxy-*` or a hop-by-hop
-//! header through, whatever the configured allow-list says.
+//! Its only I/O is fetching a JWKS URL, asking token endpoints for upstream
+//! tokens, and talking to Redis. It must never accept a token that was not
+//! issued for Junction, never trust an `alg` the key does not have, and never
+//! let `Authorization`, `Cookie`, `Proxy-*` or a hop-by-hop header through,
+//! whatever the configured allow-list says.
 
 mod auth;
 mod authz;
 mod client_ip;
+mod credentials;
 mod headers;
 mod rate;
 
 pub use auth::{AuthError, Authenticator, Principal};
-pub use authz::Authorizer;
+pub use authz::{Authorizer, Kind};
 pub use client_ip::client_ip;
+pub use credentials::{Caller, CredentialError, Token, UpstreamCredentials};
 pub use headers::{
     check_header_limits, check_origin, forwardable_headers, is_never_forwarded, EdgeError,
     ForwardList,
@@ -41,6 +47,9 @@ pub enum PolicyError {
     Redis(String),
     #[error("TLS setup: {0}")]
     Tls(String),
+    /// An upstream's `credentials`: a secret not set or unreadable, a bad CA file.
+    #[error("upstream {upstream} credentials: {reason}")]
+    Credentials { upstream: String, reason: String },
 }
 
 // The server shares these across tasks: keep that a compile error to break.
@@ -49,4 +58,5 @@ const _: fn() = || {
     send_sync::<Authenticator>();
     send_sync::<Authorizer>();
     send_sync::<RateLimiter>();
+    send_sync::<UpstreamCredentials>();
 };

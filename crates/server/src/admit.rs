@@ -1,12 +1,18 @@
 //! The pipeline's admit phase: authorization and rate limits, for every
 //! request, in one place (DESIGN §4, steps 3 and 4). It runs once the target
 //! is resolved, so a rule sees the upstream and the tool, prompt or URI, and
-//! counts a request once. Lists and change notifications are filtered here
-//! too (`visible`), so nothing the caller may not call shows in a list.
+//! counts a request once. Lists, subscriptions and change notifications are
+//! filtered here too (`visible`, `visible_list`, `allowed`), so nothing the
+//! caller may not use shows in a list, a `list_changed` or a subscription:
+//! there it looks exactly like something that does not exist.
 
 use std::sync::Arc;
 
+use junction_catalog::lists::MergedList;
 use junction_catalog::Catalog;
+use junction_policy::Kind;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use crate::context::{Cx, Target};
 use crate::error::GatewayError;
@@ -15,11 +21,26 @@ use crate::error::GatewayError;
 /// Authorization comes first, so a call the caller may not make never drains
 /// its budget.
 pub async fn admit(cx: &Cx<'_>, method: &str, target: &Target) -> Result<(), GatewayError> {
-    if let Some(tool) = target.tool() {
-        authorize(cx, &tool.exposed)?;
-    }
+    let kind = match target {
+        Target::None => None,
+        Target::Tool { .. } => Some(Kind::Tool),
+        Target::Prompt { .. } => Some(Kind::Prompt),
+        Target::Resource { .. } => Some(Kind::Resource),
+    };
     let (upstream, name) = target.routed().unwrap_or(("", ""));
+    if let Some(kind) = kind {
+        authorize(cx, kind, name)?;
+    }
     rate_limit(cx, method, upstream, name).await
+}
+
+/// Whether the caller may see and use the `kind` named `name` (always, without
+/// `auth`).
+pub fn allowed(cx: &Cx<'_>, kind: Kind, name: &str) -> bool {
+    match (&cx.state.auth, &cx.identity) {
+        (Some(auth), Some(p)) => auth.authorizer.allows(p, kind, name),
+        _ => true,
+    }
 }
 
 /// The part of the catalog this caller may see: everything without `auth`,
@@ -29,7 +50,7 @@ pub async fn admit(cx: &Cx<'_>, method: &str, target: &Target) -> Result<(), Gat
 pub fn visible(cx: &Cx<'_>, catalog: Arc<Catalog>) -> (Arc<Catalog>, bool) {
     match (&cx.state.auth, &cx.identity) {
         (Some(auth), Some(p)) if !auth.authorizer.grants_everything() => (
-            Arc::new(catalog.filtered(|t| auth.authorizer.allows(p, &t.exposed))),
+            Arc::new(catalog.filtered(|t| auth.authorizer.allows(p, Kind::Tool, &t.exposed))),
             true,
         ),
         (Some(_), _) => (catalog, true),
@@ -37,16 +58,59 @@ pub fn visible(cx: &Cx<'_>, catalog: Arc<Catalog>) -> (Arc<Catalog>, bool) {
     }
 }
 
-/// A call outside the caller's grant is 403 with a step-up challenge naming
-/// every scope that would grant it.
-fn authorize(cx: &Cx<'_>, exposed: &str) -> Result<(), GatewayError> {
+/// The part of a prompt or resource list (`key`: `prompts`, `resources`,
+/// `resourceTemplates`) this caller may see, as [`visible`] does for tools.
+pub fn visible_list(cx: &Cx<'_>, key: &str, list: MergedList) -> MergedList {
+    let (Some(auth), Some(p)) = (&cx.state.auth, &cx.identity) else {
+        return list;
+    };
+    if auth.authorizer.grants_everything() {
+        return list;
+    }
+    let (kind, field) = match key {
+        "prompts" => (Kind::Prompt, Field::Name),
+        "resourceTemplates" => (Kind::Resource, Field::UriTemplate),
+        _ => (Kind::Resource, Field::Uri),
+    };
+    list.filtered(key, |item| {
+        name_of(item, field).is_some_and(|n| auth.authorizer.allows(p, kind, &n))
+    })
+}
+
+#[derive(Clone, Copy)]
+enum Field {
+    Name,
+    Uri,
+    UriTemplate,
+}
+
+/// The member of a list item that names it.
+fn name_of(item: &RawValue, field: Field) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Named {
+        name: Option<String>,
+        uri: Option<String>,
+        #[serde(rename = "uriTemplate")]
+        uri_template: Option<String>,
+    }
+    let n: Named = serde_json::from_str(item.get()).ok()?;
+    match field {
+        Field::Name => n.name,
+        Field::Uri => n.uri,
+        Field::UriTemplate => n.uri_template,
+    }
+}
+
+/// A request outside the caller's grant is 403 with a step-up challenge
+/// naming every scope that would grant it.
+fn authorize(cx: &Cx<'_>, kind: Kind, name: &str) -> Result<(), GatewayError> {
     let (Some(auth), Some(p)) = (&cx.state.auth, &cx.identity) else {
         return Ok(());
     };
-    if auth.authorizer.allows(p, exposed) {
+    if auth.authorizer.allows(p, kind, name) {
         return Ok(());
     }
-    let scopes = auth.authorizer.scopes_granting(exposed);
+    let scopes = auth.authorizer.scopes_granting(kind, name);
     let challenge = auth
         .authenticator
         .insufficient_scope_challenge(&cx.route.path, &scopes);
@@ -56,7 +120,8 @@ fn authorize(cx: &Cx<'_>, exposed: &str) -> Result<(), GatewayError> {
         .with_label_values(&["insufficient_scope"])
         .inc();
     Err(GatewayError::Forbidden {
-        tool: exposed.to_owned(),
+        kind: kind.as_str(),
+        target: name.to_owned(),
         scopes,
         challenge,
     })

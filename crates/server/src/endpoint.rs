@@ -37,16 +37,32 @@ use crate::{admit, bridge, era, resolve};
 /// Labels of the endpoint's ways in that are not methods of the table; each
 /// has the slot after the table's (`RouteState::ok_series`).
 const OTHER_LABELS: [&str; 5] = ["delete", "get", "notification", "response", "other"];
-const _: () = assert!(METHODS.len() + OTHER_LABELS.len() <= METHOD_SLOTS);
+const _: () = assert!(METHODS.len() + OTHER_LABELS.len() <= METHOD_SLOTS && METHOD_SLOTS <= 256);
 
-/// A request's method label and its slot in `RouteState::ok_series`.
+/// A request's method label, as its slot in `RouteState::ok_series`: the
+/// method's row in the table, or after them one of `OTHER_LABELS`.
 #[derive(Clone, Copy)]
-struct Label(&'static str, usize);
+struct Label(u8);
 
 impl Label {
+    fn method(row: usize) -> Label {
+        Label(row as u8)
+    }
+
     fn other(name: &'static str) -> Label {
         let at = OTHER_LABELS.iter().position(|l| *l == name).unwrap_or(4);
-        Label(OTHER_LABELS[at], METHODS.len() + at)
+        Label((METHODS.len() + at) as u8)
+    }
+
+    fn slot(self) -> usize {
+        usize::from(self.0)
+    }
+
+    fn name(self) -> &'static str {
+        match METHODS.get(self.slot()) {
+            Some(m) => m.name,
+            None => OTHER_LABELS[(self.slot() - METHODS.len()).min(OTHER_LABELS.len() - 1)],
+        }
     }
 }
 
@@ -109,12 +125,12 @@ async fn handled(
     let series = || {
         (
             m.requests_total
-                .with_label_values(&[&route.path, label.0, outcome]),
+                .with_label_values(&[&route.path, label.name(), outcome]),
             m.request_duration_seconds
-                .with_label_values(&[&route.path, label.0]),
+                .with_label_values(&[&route.path, label.name()]),
         )
     };
-    if let Some(ok) = route.ok_series.get(label.1) {
+    if let Some(ok) = route.ok_series.get(label.slot()) {
         ok.observe(outcome == "ok", secs, series);
     }
     if !cx.access_log {
@@ -122,7 +138,7 @@ async fn handled(
     }
     let line = AccessLine {
         route: &**route,
-        method: label.0,
+        method: label.name(),
         client: cx.client_ip(),
         routed: cx.routed.take(),
         status: response.status().as_u16(),
@@ -243,14 +259,14 @@ async fn phases(
     // DELETE ends a handshake-era session; GET opens its stream.
     if method == Method::DELETE {
         let label = Label::other("delete");
-        let _ = cx.method.set(label.0);
+        let _ = cx.method.set(label.name());
         return methods::delete_session(cx)
             .map(|r| (label, r))
             .map_err(|e| (label, None, e));
     }
     if method == Method::GET {
         let label = Label::other("get");
-        let _ = cx.method.set(label.0);
+        let _ = cx.method.set(label.name());
         return methods::legacy_get(cx)
             .await
             .map(|r| (label, r))
@@ -296,8 +312,8 @@ async fn phases(
         }
     };
     let row = methods::find(&method);
-    let label = row.map_or_else(|| Label::other("other"), |(slot, m)| Label(m.name, slot));
-    let _ = cx.method.set(label.0);
+    let label = row.map_or_else(|| Label::other("other"), |(slot, _)| Label::method(slot));
+    let _ = cx.method.set(label.name());
     let fail = |e| (label, Some(id.clone()), e);
 
     // 4. era and session

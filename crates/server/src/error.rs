@@ -68,10 +68,12 @@ pub enum GatewayError {
     /// The key set needed to check tokens cannot be fetched (HTTP 503).
     #[error("token keys are unavailable; try again later")]
     AuthUnavailable { challenge: String },
-    /// Authenticated, but the grant does not cover this tool (HTTP 403 step-up).
-    #[error("insufficient scope for {tool}: needs one of the grants {scopes:?}")]
+    /// Authenticated, but the grant does not cover this tool, prompt or
+    /// resource (HTTP 403 step-up).
+    #[error("insufficient scope for {kind} {target}: needs one of the grants {scopes:?}")]
     Forbidden {
-        tool: String,
+        kind: &'static str,
+        target: String,
         scopes: Vec<String>,
         challenge: String,
     },

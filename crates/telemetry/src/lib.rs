@@ -65,6 +65,10 @@ pub struct MetricFamilies {
     pub upstream_tools: IntGaugeVec,
     pub upstream_connections_opened_total: IntCounterVec,
     pub upstream_connections: IntGaugeVec,
+    /// Tokens for upstream requests by `kind` (`static`, `client_credentials`,
+    /// `token_exchange`, `passthrough`) and `outcome` (`fresh`: a token
+    /// request was made; `cached`; `refused`, `unavailable`, `audience_mismatch`).
+    pub upstream_credentials_total: IntCounterVec,
     pub tools_dropped_total: IntCounterVec,
     pub catalog_lookups_total: IntCounterVec,
     pub tool_call_duration_seconds: HistogramVec,
@@ -217,6 +221,13 @@ impl Metrics {
                 ),
                 &["upstream"],
             )?,
+            upstream_credentials_total: IntCounterVec::new(
+                Opts::new(
+                    "junction_upstream_credentials_total",
+                    "Tokens obtained for upstream requests, by credentials kind and outcome",
+                ),
+                &["upstream", "kind", "outcome"],
+            )?,
             tools_dropped_total: IntCounterVec::new(
                 Opts::new(
                     "junction_tools_dropped_total",
@@ -309,6 +320,7 @@ impl Metrics {
         registry.register(Box::new(m.table_capacity.clone()))?;
         registry.register(Box::new(m.upstream_connections_opened_total.clone()))?;
         registry.register(Box::new(m.upstream_connections.clone()))?;
+        registry.register(Box::new(m.upstream_credentials_total.clone()))?;
         registry.register(Box::new(DroppedLogLines::new()?))?;
         Ok(Metrics(std::sync::Arc::new(m)))
     }
@@ -481,9 +493,15 @@ mod tests {
         m.requests_total
             .with_label_values(&["/mcp", "tools/list", "ok"])
             .inc();
+        m.upstream_credentials_total
+            .with_label_values(&["crm", "client_credentials", "fresh"])
+            .inc();
         let text = String::from_utf8(render(&r)).unwrap();
         assert!(text.contains(
             "junction_requests_total{method=\"tools/list\",outcome=\"ok\",route=\"/mcp\"} 1"
+        ));
+        assert!(text.contains(
+            "junction_upstream_credentials_total{kind=\"client_credentials\",outcome=\"fresh\",upstream=\"crm\"} 1"
         ));
         assert!(
             Metrics::new(&r).is_err(),

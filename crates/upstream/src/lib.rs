@@ -7,8 +7,10 @@
 //! final response as they arrive.
 //!
 //! It must never forward the downstream client's credentials (only headers
-//! the caller hands it), never reuse a downstream JSON-RPC id upstream, never
-//! re-serialize forwarded payloads, and never panic on what an upstream sends.
+//! the caller hands it, and the `Authorization` the caller decided on:
+//! `UpstreamRequest::authorization`, `TransportSpec::Http::token`), never
+//! reuse a downstream JSON-RPC id upstream, never re-serialize forwarded
+//! payloads, and never panic on what an upstream sends.
 
 mod breaker;
 mod envelope;
@@ -32,6 +34,7 @@ use tokio::time::Instant;
 pub use breaker::BreakerConfig;
 pub use era::{Era, EraPref};
 pub use error::UpstreamError;
+pub use http::{TokenFuture, TokenSource};
 pub use stream::{Bridged, ResponseStream, ServerRequest};
 pub use watch::{Change, Changes};
 
@@ -59,6 +62,12 @@ pub enum TransportSpec {
         headers: Vec<(String, String)>,
         /// Extra PEM roots, trusted in addition to the public web roots.
         ca_file: Option<PathBuf>,
+        /// `Authorization` for every request without a per-request one
+        /// (`UpstreamRequest::authorization`): list pages, the era probe,
+        /// `initialize` and legacy session requests, standing GET streams,
+        /// DELETE. Replaces a static `Authorization` header. A failure fails
+        /// that request with `Unavailable`.
+        token: Option<Arc<dyn TokenSource>>,
     },
     Stdio {
         command: Vec<String>,
@@ -75,6 +84,7 @@ impl std::fmt::Debug for TransportSpec {
                 url,
                 headers,
                 ca_file,
+                token,
             } => f
                 .debug_struct("Http")
                 .field("url", url)
@@ -83,6 +93,7 @@ impl std::fmt::Debug for TransportSpec {
                     &headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
                 )
                 .field("ca_file", ca_file)
+                .field("token", &token.as_ref().map(|_| "<source>"))
                 .finish(),
             TransportSpec::Stdio { command, env, cwd } => f
                 .debug_struct("Stdio")
@@ -95,8 +106,8 @@ impl std::fmt::Debug for TransportSpec {
 }
 
 /// One request to forward. `params` excludes `_meta`; the era-specific `_meta`
-/// members are added here.
-#[derive(Debug, Default)]
+/// members are added here. `Debug` hides `authorization`.
+#[derive(Default)]
 pub struct UpstreamRequest {
     pub method: String,
     pub params: RawParams,
@@ -115,6 +126,29 @@ pub struct UpstreamRequest {
     /// its own, so the upstream's server requests have a back-channel
     /// (`next_bridged`); a modern request has none there.
     pub handshake_client: bool,
+    /// The whole `Authorization` value (`Bearer …`) for this request, HTTP
+    /// only: replaces the static header and the token source. On a legacy
+    /// session the call's answers to server requests and its cancel carry it too.
+    pub authorization: Option<String>,
+}
+
+impl std::fmt::Debug for UpstreamRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamRequest")
+            .field("method", &self.method)
+            .field("params", &self.params)
+            .field("meta", &self.meta)
+            .field("client_capabilities", &self.client_capabilities)
+            .field("param_headers", &self.param_headers)
+            .field("forward_headers", &self.forward_headers)
+            .field("timeout", &self.timeout)
+            .field("handshake_client", &self.handshake_client)
+            .field(
+                "authorization",
+                &self.authorization.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
 }
 
 /// One page of an upstream's `tools/list`.
@@ -226,19 +260,9 @@ impl Upstream {
     ) -> Result<Arc<Upstream>, UpstreamError> {
         let (changes, _) = tokio::sync::broadcast::channel(CHANGES_CAPACITY);
         let transport = match &spec.transport {
-            TransportSpec::Http {
-                url,
-                headers,
-                ca_file,
-            } => Transport::Http(http::HttpTransport::new(
-                &spec.id,
-                url,
-                headers,
-                ca_file.as_deref(),
-                spec.era,
-                changes.clone(),
-                spec.max_message_bytes,
-            )?),
+            TransportSpec::Http { .. } => {
+                Transport::Http(http::HttpTransport::new(&spec, changes.clone())?)
+            }
             TransportSpec::Stdio { command, env, cwd } => {
                 if command.is_empty() {
                     return Err(UpstreamError::Unavailable("empty stdio command".to_owned()));
@@ -500,6 +524,7 @@ mod tests {
                 url: format!("http://127.0.0.1:{port}/mcp"),
                 headers: Vec::new(),
                 ca_file: None,
+                token: None,
             },
             timeout: Duration::from_secs(5),
             era: EraPref::Modern,
@@ -543,6 +568,7 @@ mod tests {
             url: "https://x.test/mcp".into(),
             headers: vec![("Authorization".into(), "Bearer s3cret".into())],
             ca_file: None,
+            token: None,
         };
         let shown = format!("{spec:?}");
         assert!(

@@ -17,6 +17,7 @@ fn spec(url: &str, headers: Vec<(String, String)>, ca_file: Option<&str>) -> Ups
             url: url.into(),
             headers,
             ca_file: ca_file.map(Into::into),
+            token: None,
         },
         timeout: Duration::from_secs(5),
         era: EraPref::Auto,

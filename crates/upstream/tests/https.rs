@@ -109,6 +109,7 @@ fn upstream(url: &str, ca_file: Option<String>) -> Arc<Upstream> {
             url: url.into(),
             headers: vec![],
             ca_file: ca_file.map(Into::into),
+            token: None,
         },
         timeout: Duration::from_secs(10),
         era: EraPref::Modern,

@@ -149,6 +149,7 @@ pub fn copy_request(r: &UpstreamRequest) -> UpstreamRequest {
         forward_headers: r.forward_headers.clone(),
         timeout: r.timeout,
         handshake_client: r.handshake_client,
+        authorization: r.authorization.clone(),
     }
 }
 

@@ -238,6 +238,7 @@ impl ClientSide {
             forward_headers: junction_policy::forwardable_headers(cx.headers, &cx.state.forward),
             timeout: None,
             handshake_client: !self.is_modern(),
+            authorization: None,
         }
     }
 

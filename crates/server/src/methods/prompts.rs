@@ -7,6 +7,7 @@ use http::Response;
 use junction_protocol::jsonrpc::Id;
 
 use super::Request;
+use crate::admit;
 use crate::context::{Cx, Target};
 use crate::error::GatewayError;
 use crate::forward::{self, raw_param};
@@ -14,7 +15,7 @@ use crate::response::Body;
 use crate::views;
 
 pub async fn list(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
-    let merged = views::prompts(cx).await;
+    let merged = admit::visible_list(cx, "prompts", views::prompts(cx).await);
     views::list_page(cx, id, r.params.as_ref(), &r.client, "prompts", &merged)
 }
 

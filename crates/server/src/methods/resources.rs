@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::Request;
+use crate::admit;
 use crate::context::{Cx, Target};
 use crate::error::GatewayError;
 use crate::forward::{self, raw_param};
@@ -22,11 +23,13 @@ use crate::views;
 
 pub async fn list(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
     let (merged, _) = views::resources(cx).await;
+    let merged = admit::visible_list(cx, "resources", merged);
     views::list_page(cx, id, r.params.as_ref(), &r.client, "resources", &merged)
 }
 
 pub async fn templates(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
     let (merged, _) = views::templates(cx).await;
+    let merged = admit::visible_list(cx, "resourceTemplates", merged);
     views::list_page(
         cx,
         id,

@@ -11,11 +11,13 @@
 use std::collections::BTreeMap;
 
 use http::{Response, StatusCode};
+use junction_policy::Kind;
 use junction_protocol::jsonrpc::{result_bytes, Id, RawParams};
 use junction_protocol::{meta, version};
 use serde_json::{json, Map, Value};
 
 use super::Request;
+use crate::admit;
 use crate::context::{param_str, Cx};
 use crate::error::GatewayError;
 use crate::names;
@@ -85,7 +87,11 @@ pub async fn listen(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, 
             "at most {MAX_URIS} resourceSubscriptions per stream"
         )));
     }
-    for uri in &requested {
+    // A URI the caller may not read is left out, as one nobody serves is.
+    for uri in requested
+        .iter()
+        .filter(|u| admit::allowed(cx, Kind::Resource, u))
+    {
         if let Some(up) = views::update_source(cx, uri).await {
             wants.uris.insert(uri.clone(), up);
         }
@@ -176,7 +182,12 @@ async fn subscription(
     let key = (cx.route.path.clone(), session);
     let hub = &cx.state.replica.hub;
     if subscribe {
-        let up = views::update_source(cx, &uri).await.ok_or_else(|| {
+        // A URI the caller may not read gets the answer of one nobody serves.
+        let source = match admit::allowed(cx, Kind::Resource, &uri) {
+            true => views::update_source(cx, &uri).await,
+            false => None,
+        };
+        let up = source.ok_or_else(|| {
             GatewayError::InvalidParams(format!("no upstream delivers updates for {uri:?}"))
         })?;
         let expires = tokio::time::Instant::now() + cx.state.config.sessions.ttl;

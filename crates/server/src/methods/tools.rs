@@ -3,6 +3,8 @@
 //! the original name, the raw arguments and the `Mcp-Param-*` headers its
 //! schema declares (checked against a modern client's own first).
 
+use std::sync::Arc;
+
 use http::Response;
 use junction_catalog::cursor;
 use junction_protocol::jsonrpc::Id;
@@ -11,7 +13,7 @@ use serde_json::Value;
 
 use super::Request;
 use crate::admit;
-use crate::context::{param_str, Cx};
+use crate::context::{param_str, Cx, Target};
 use crate::error::GatewayError;
 use crate::forward::{self, Outbound};
 use crate::record::Record;
@@ -50,7 +52,12 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
         client,
         target,
     } = r;
-    let Some(tool) = target.tool() else {
+    let Target::Tool { catalog, index } = target else {
+        return Err(GatewayError::InvalidParams(
+            "tools/call needs params.name".into(),
+        ));
+    };
+    let Some(tool) = catalog.tools.get(index) else {
         return Err(GatewayError::InvalidParams(
             "tools/call needs params.name".into(),
         ));
@@ -93,14 +100,18 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
         Vec::new()
     };
     let started = std::time::Instant::now();
+    // The recorder keeps the catalog, not copies of the tool's names.
     let record = {
-        let (m, ok, u, t) = (
+        let (m, ok, catalog) = (
             cx.state.metrics.clone(),
             upstream.call_ok.clone(),
-            tool.upstream.clone(),
-            tool.exposed.clone(),
+            Arc::clone(&catalog),
         );
-        Record::new(move |o: &str| record_call(&m, &ok, &u, &t, o, started))
+        Record::new(move |o: &str| {
+            if let Some(t) = catalog.tools.get(index) {
+                record_call(&m, &ok, &t.upstream, &t.exposed, o, started);
+            }
+        })
     };
     // The upstream knows the tool by its original name: `name` is there (the
     // target was resolved from it), replaced in place, its key kept.

@@ -362,11 +362,16 @@ impl Hub {
                 self.finish(&sub);
                 continue;
             };
-            let scopes = sub.identity.as_ref().map(|p| p.scopes.join(" "));
+            // Rules read scopes and claims: subscribers alike in all of
+            // them see the same lists, which are computed once.
+            let grants = sub
+                .identity
+                .as_ref()
+                .map(|p| (p.scopes.join(" "), p.claims.to_string()));
             let w = &sub.wants;
             let key = format!(
                 "{}|{}|{:?}|{}{}{}",
-                sub.route, sub.principal, scopes, w.tools, w.prompts, w.resources
+                sub.route, sub.principal, grants, w.tools, w.prompts, w.resources
             );
             let now = match seen.get(&key) {
                 Some(d) => *d,

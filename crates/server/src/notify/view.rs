@@ -1,10 +1,12 @@
 //! What one subscriber sees, reduced to a digest per list: its route's
-//! merged lists after include/exclude and, for tools, its authorization
-//! (`admit::visible`, the filter its `tools/list` gets). Two equal digests
-//! mean nothing it could list changed.
+//! merged lists after include/exclude and its authorization (`admit`, the
+//! same filters its lists get). Two equal digests mean nothing it could list
+//! changed.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
+
+use junction_catalog::lists::MergedList;
 
 use crate::admit;
 use crate::context::Cx;
@@ -24,27 +26,24 @@ pub(super) async fn visible(cx: &Cx<'_>, w: &Wants) -> Digests {
         d.tools = Some(h.finish());
     }
     if w.prompts {
-        d.prompts = Some(fanned_digest(cx, &[("prompts/list", "prompts")]).await);
+        let prompts = admit::visible_list(cx, "prompts", views::prompts(cx).await);
+        d.prompts = Some(digest([&prompts]));
     }
     if w.resources {
-        let methods = [
-            ("resources/list", "resources"),
-            ("resources/templates/list", "resourceTemplates"),
-        ];
-        d.resources = Some(fanned_digest(cx, &methods).await);
+        let resources = admit::visible_list(cx, "resources", views::resources(cx).await.0);
+        let templates = admit::visible_list(cx, "resourceTemplates", views::templates(cx).await.0);
+        d.resources = Some(digest([&resources, &templates]));
     }
     d
 }
 
-async fn fanned_digest(cx: &Cx<'_>, methods: &[(&str, &str)]) -> u64 {
+/// One digest of the items of `lists`, in order.
+fn digest<const N: usize>(lists: [&MergedList; N]) -> u64 {
     let mut h = DefaultHasher::new();
-    for (method, key) in methods {
-        let fanned = views::fan_out(cx, method, key).await;
-        for c in &fanned.contributions {
-            c.upstream.hash(&mut h);
-            for item in &c.items {
-                item.to_string().hash(&mut h);
-            }
+    for list in lists {
+        list.items.len().hash(&mut h);
+        for item in &list.items {
+            item.get().hash(&mut h);
         }
     }
     h.finish()

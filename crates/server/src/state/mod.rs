@@ -401,6 +401,7 @@ fn upstream_spec(
             bearer_token_env,
             bearer_token_file,
             ca_file,
+            ..
         } => {
             let mut headers = headers.clone();
             let token = match (bearer_token_env, bearer_token_file) {
@@ -423,6 +424,7 @@ fn upstream_spec(
                 url: url.clone(),
                 headers,
                 ca_file: ca_file.clone(),
+                token: None,
             }
         }
         Transport::Stdio {
@@ -465,6 +467,7 @@ fn fingerprint(spec: &UpstreamSpec, list_ttl: Duration) -> String {
             url,
             headers,
             ca_file,
+            token: _,
         } => format!("http|{url}|{headers:?}|{ca_file:?}"),
         TransportSpec::Stdio { command, env, cwd } => format!("stdio|{command:?}|{env:?}|{cwd:?}"),
     };

@@ -155,7 +155,7 @@ pub async fn update_source(cx: &Cx<'_>, uri: &str) -> Option<String> {
 }
 
 /// `method` on every upstream of the route at once, each within the list deadline.
-pub async fn fan_out(cx: &Cx<'_>, method: &str, key: &str) -> Fanned {
+async fn fan_out(cx: &Cx<'_>, method: &str, key: &str) -> Fanned {
     let deadline = cx.state.config.catalog.list_deadline;
     let cache = &cx.state.replica.lists;
     let entries: Vec<&UpstreamEntry> = cx

@@ -1,11 +1,12 @@
 //! Streamable HTTP upstreams: era probe, legacy session (initialize once,
-//! session header, re-initialize on 404), and request forwarding.
+//! session header, re-initialize on 404), and request forwarding, with the
+//! request's own `Authorization` or one from the upstream's token source.
 
+mod auth;
 mod dual;
 mod pool;
 mod wire;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +20,8 @@ use tokio::time::Instant;
 use crate::envelope::{self, Stamp};
 use crate::era::{self, Era, EraPref};
 use crate::stream::{CancelGuard, Inner, ResponseStream, Strays};
-use crate::{IdGen, UpstreamError, UpstreamEvent, UpstreamRequest};
+use crate::{IdGen, TransportSpec, UpstreamError, UpstreamEvent, UpstreamRequest, UpstreamSpec};
+pub use auth::{TokenFuture, TokenSource};
 use wire::{Answer, Responder, Wire};
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -80,15 +82,23 @@ enum Attempt {
 }
 
 impl HttpTransport {
+    /// The transport of `spec`, whose transport is `TransportSpec::Http`.
     pub(crate) fn new(
-        upstream: &str,
-        url: &str,
-        headers: &[(String, String)],
-        ca_file: Option<&Path>,
-        pref: EraPref,
+        spec: &UpstreamSpec,
         changes: tokio::sync::broadcast::Sender<String>,
-        max_message: usize,
     ) -> Result<HttpTransport, UpstreamError> {
+        let upstream = spec.id.as_str();
+        let TransportSpec::Http {
+            url,
+            headers,
+            ca_file,
+            token,
+        } = &spec.transport
+        else {
+            return Err(UpstreamError::Unavailable(format!(
+                "upstream {upstream} is not an HTTP upstream"
+            )));
+        };
         let uri = wire::parse_url(url)?;
         let mut static_headers = Vec::with_capacity(headers.len());
         for (name, value) in headers {
@@ -102,12 +112,16 @@ impl HttpTransport {
         Ok(HttpTransport {
             wire: Arc::new(Wire {
                 upstream: upstream.to_owned(),
-                pool: Arc::new(pool::Pool::new(wire::build_connector(ca_file)?, uri)?),
+                pool: Arc::new(pool::Pool::new(
+                    wire::build_connector(ca_file.as_deref())?,
+                    uri,
+                )?),
                 static_headers,
+                token: token.clone(),
                 changes,
-                max_message,
+                max_message: spec.max_message_bytes,
             }),
-            pref,
+            pref: spec.era,
             ids: IdGen::default(),
             ready: ArcSwapOption::empty(),
             init_lock: tokio::sync::Mutex::new(()),
@@ -273,7 +287,7 @@ impl HttpTransport {
         deadline: Instant,
     ) -> Result<ResponseStream, Attempt> {
         let id = self.ids.next();
-        let (stamp, headers) = match ready.as_ref() {
+        let (stamp, mut headers) = match ready.as_ref() {
             Ready::Modern => {
                 let mut h = modern_headers(
                     &req.method,
@@ -293,6 +307,13 @@ impl HttpTransport {
             }
             Ready::Legacy { .. } => (Stamp::Legacy, ready.legacy_headers()),
         };
+        if let Some(value) = &req.authorization {
+            // The caller's credentials for this upstream: they replace any
+            // static or token-source `Authorization`, and a legacy session's
+            // answers and cancel for this call carry them too.
+            let value = auth::header_value(&self.wire.upstream, value).map_err(Attempt::Failed)?;
+            headers.insert(http::header::AUTHORIZATION, value);
+        }
         let body = envelope::request_body(id, &req.method, &req.params, &req.meta, None, &stamp);
         // A legacy session answers server requests and cancels with the same
         // headers; a modern upstream needs them only for this one POST.

@@ -21,6 +21,7 @@ use rustls::pki_types::CertificateDer;
 use tokio::time::Instant;
 
 use super::pool::{chain, Leased, Pool, SendError};
+use super::TokenSource;
 use crate::envelope::{self, Incoming as Msg};
 use crate::sse::SseParser;
 use crate::stream::{
@@ -99,6 +100,8 @@ pub(crate) struct Wire {
     pub(crate) upstream: String,
     pub(crate) pool: Arc<Pool>,
     pub(crate) static_headers: Vec<(HeaderName, HeaderValue)>,
+    /// `Authorization` for requests that bring none (`TransportSpec::Http::token`).
+    pub(crate) token: Option<Arc<dyn TokenSource>>,
     pub(crate) changes: tokio::sync::broadcast::Sender<String>,
     /// `upstreams[].max_response_bytes`: largest body or SSE event accepted.
     pub(crate) max_message: usize,
@@ -106,8 +109,9 @@ pub(crate) struct Wire {
 
 impl Wire {
     /// One request to the endpoint. `extra` headers are ours (they win over
-    /// everything), then `Content-Type`/`Accept`, then the static config
-    /// headers; `forwarded` client headers never replace any of them.
+    /// everything), then the token source's `Authorization` when `extra` has
+    /// none, then `Content-Type`/`Accept`, then the static config headers;
+    /// `forwarded` client headers never replace any of them.
     pub(crate) async fn send(
         &self,
         method: Method,
@@ -134,6 +138,15 @@ impl Wire {
         // `extra` becomes the request's header map; every decision below is
         // taken against it as given, before anything is added.
         let mut headers = extra;
+        if let Some(source) = &self.token {
+            // Boxed: upstreams without a token source keep this future small.
+            Box::pin(super::auth::authorize(
+                &self.upstream,
+                source.as_ref(),
+                &mut headers,
+            ))
+            .await?;
+        }
         let has_type = headers.contains_key(CONTENT_TYPE);
         let has_accept = headers.contains_key(ACCEPT);
         let mut add = Vec::with_capacity(self.static_headers.len() + forwarded.len());

@@ -233,6 +233,7 @@ pub fn http_upstream(url: &str, era: EraPref) -> Arc<Upstream> {
             url: url.into(),
             headers: vec![("Authorization".into(), "Bearer upstream-secret".into())],
             ca_file: None,
+            token: None,
         },
         timeout: Duration::from_secs(10),
         era,
