@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::checks;
-use crate::credentials;
+use crate::credentials::{self, Credentials};
 use crate::types::{ProtocolPref, Transport, UpstreamConfig};
 use crate::walk::{Ctx, Obj};
 
@@ -161,10 +161,13 @@ fn http(ctx: &mut Ctx, o: &Obj, has_auth: bool) -> Option<Transport> {
     let credentials = o
         .get("credentials")
         .and_then(|v| credentials::credentials(ctx, v, &credentials_path, has_auth));
-    if o.has("credentials") && has_bearer {
+    // With passthrough, the static bearer is Junction's own token (lists,
+    // discovery, sessions): the caller's token rides only on its requests.
+    let passthrough = matches!(credentials, Some(Credentials::Passthrough { .. }));
+    if o.has("credentials") && has_bearer && !passthrough {
         ctx.err(
             &credentials_path,
-            "set either `credentials` or `bearer_token_env`/`bearer_token_file`, not both",
+            "set either `credentials` or `bearer_token_env`/`bearer_token_file`, not both (only `passthrough` takes a bearer token, for Junction's own requests)",
         );
     }
     let sets_authorization = if o.has("credentials") {

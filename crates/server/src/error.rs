@@ -77,6 +77,10 @@ pub enum GatewayError {
         scopes: Vec<String>,
         challenge: String,
     },
+    /// No credentials for the caller's request to an upstream (`identity`):
+    /// refused (403) or unavailable (503). Never a fallback to another token.
+    #[error("{}", .0.detail)]
+    Credentials(Box<CredentialFailure>),
     #[error("rate limited by rule {rule}")]
     RateLimited { rule: String, retry_after_ms: u64 },
     /// A handshake-era client did not declare (at `initialize`) what the upstream
@@ -95,6 +99,20 @@ pub enum GatewayError {
     /// `InputRequiredResult` to a handshake-era client.
     #[error("{0}")]
     Unsupported(String),
+}
+
+/// Why a caller's request to an upstream has no credentials.
+#[derive(Debug)]
+pub struct CredentialFailure {
+    pub upstream: String,
+    /// `refused`, `audience_mismatch` or `unavailable`.
+    pub reason: &'static str,
+    /// The token endpoint refused, or the caller's token is not for this
+    /// upstream (403); otherwise it is unavailable (503).
+    pub refused: bool,
+    pub detail: String,
+    /// `WWW-Authenticate` of a refusal.
+    pub challenge: Option<String>,
 }
 
 impl GatewayError {
@@ -248,6 +266,16 @@ impl GatewayError {
                 codes::FORBIDDEN,
                 gw(json!({"requiredScopes": scopes})),
             ),
+            GatewayError::Credentials(f) if f.refused => (
+                StatusCode::FORBIDDEN,
+                codes::FORBIDDEN,
+                gw(json!({"upstream": f.upstream, "reason": f.reason})),
+            ),
+            GatewayError::Credentials(f) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                codes::UPSTREAM_UNAVAILABLE,
+                gw(json!({"upstream": f.upstream, "reason": f.reason})),
+            ),
             GatewayError::RateLimited {
                 rule,
                 retry_after_ms,
@@ -281,6 +309,11 @@ impl GatewayError {
                     retry_after_ms.div_ceil(1000).max(1).to_string(),
                 )]
             }
+            GatewayError::Credentials(f) => f
+                .challenge
+                .iter()
+                .map(|c| ("www-authenticate", c.clone()))
+                .collect(),
             GatewayError::MethodNotAllowed(_) => vec![("allow", "POST".into())],
             _ => Vec::new(),
         }
@@ -314,6 +347,8 @@ impl GatewayError {
                 "unauthenticated"
             }
             GatewayError::Forbidden { .. } => "forbidden",
+            GatewayError::Credentials(f) if f.refused => "forbidden",
+            GatewayError::Credentials(_) => "upstream_unavailable",
             GatewayError::RateLimited { .. } => "rate_limited",
         }
     }

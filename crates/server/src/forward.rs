@@ -14,6 +14,7 @@ use crate::bridge::{self, Finisher};
 use crate::context::{ClientSide, Cx};
 use crate::envelope;
 use crate::error::GatewayError;
+use crate::identity;
 use crate::record::Record;
 use crate::response::Body;
 use crate::state::UpstreamEntry;
@@ -90,8 +91,14 @@ pub async fn forward(
     };
     let meta = client.upstream_meta(&params);
     let params = upstream_params(cx, params, &upstream.id, target)?;
+    // Only upstreams that take the caller's identity make this wait.
+    let authorization = match &upstream.credentials {
+        None => None,
+        Some(_) => Box::pin(identity::authorization(cx, upstream)).await?,
+    };
     let request = UpstreamRequest {
         param_headers,
+        authorization,
         ..client.upstream_request(cx, method, params, meta)
     };
     if !modern {

@@ -35,6 +35,7 @@ mod bridge;
 mod caps;
 mod era;
 mod forward;
+mod identity;
 mod notify;
 mod resolve;
 mod views;

@@ -109,7 +109,7 @@ pub fn pip_version(venv: &str) -> String {
 /// A running peer server; killed when dropped.
 pub struct Peer {
     _child: Child,
-    /// `http://127.0.0.1:<port>/mcp`
+    /// `http://127.0.0.1:<port>/mcp`, or the URL its READY line named.
     pub url: String,
     pub port: u16,
     stderr_path: PathBuf,
@@ -124,7 +124,7 @@ impl Peer {
 }
 
 /// Spawns `cmd` (stdout piped, stderr kept in a file) and waits up to 60 s for
-/// its `READY <port>` line; lines before it are skipped.
+/// its `READY <port>` or `READY <url>` line; lines before it are skipped.
 pub async fn spawn_peer(mut cmd: Command, what: &str) -> Peer {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
     let stderr_path = dir.path().join("stderr.log");
@@ -143,14 +143,14 @@ pub async fn spawn_peer(mut cmd: Command, what: &str) -> Peer {
     let mut lines = BufReader::new(stdout).lines();
     let wait = async {
         while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(port) = line.strip_prefix("READY ") {
-                return port.trim().parse::<u16>().ok();
+            if let Some(ready) = line.strip_prefix("READY ") {
+                return ready_at(ready.trim());
             }
         }
         None
     };
-    let port = match tokio::time::timeout(READY_TIMEOUT, wait).await {
-        Ok(Some(port)) => port,
+    let (port, url) = match tokio::time::timeout(READY_TIMEOUT, wait).await {
+        Ok(Some(ready)) => ready,
         outcome => {
             let why = if outcome.is_err() {
                 "printed no READY line within 60 s"
@@ -166,11 +166,22 @@ pub async fn spawn_peer(mut cmd: Command, what: &str) -> Peer {
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Peer {
         _child: child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
+        url,
         port,
         stderr_path,
         _dir: dir,
     }
+}
+
+/// The port and URL of a `READY` line: `READY <port>` (the URL is then
+/// `http://127.0.0.1:<port>/mcp`) or `READY http://127.0.0.1:<port>[/path]`.
+fn ready_at(ready: &str) -> Option<(u16, String)> {
+    if let Ok(port) = ready.parse::<u16>() {
+        return Some((port, format!("http://127.0.0.1:{port}/mcp")));
+    }
+    let rest = ready.strip_prefix("http://127.0.0.1:")?;
+    let port = rest.split('/').next()?.parse().ok()?;
+    Some((port, ready.to_owned()))
 }
 
 /// A Python peer server from tests/interop/python (`script PORT=0 args…`).

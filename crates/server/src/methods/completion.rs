@@ -11,6 +11,7 @@
 use http::{Response, StatusCode};
 use junction_protocol::codes;
 use junction_protocol::jsonrpc::{error_bytes, result_bytes, Id};
+use junction_upstream::UpstreamRequest;
 use serde_json::value::RawValue;
 
 use super::Request;
@@ -18,6 +19,7 @@ use crate::bridge::Finisher;
 use crate::context::{Cx, Target};
 use crate::error::GatewayError;
 use crate::forward::{answer_of, raw_param};
+use crate::identity;
 use crate::record::Record;
 use crate::response::{self, Body};
 
@@ -59,7 +61,10 @@ pub async fn complete(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>
     })?;
     let meta = client.upstream_meta(&params);
     params.remove("_meta");
-    let request = client.upstream_request(cx, METHOD, params, meta);
+    let request = UpstreamRequest {
+        authorization: identity::authorization(cx, upstream).await?,
+        ..client.upstream_request(cx, METHOD, params, meta)
+    };
     let mut record = Record::upstream(&cx.state.metrics, &upstream_id, METHOD);
     record.arm();
     let answer = answer_of(upstream, request).await;

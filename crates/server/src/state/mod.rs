@@ -12,10 +12,13 @@ use futures_util::future::BoxFuture;
 use junction_catalog::{
     Catalog, Deadline, NamingRules, SourceError, SourcePage, ToolCache, ToolFilter, ToolSource,
 };
-use junction_config::{Config, ProtocolPref, RouteConfig, Transport, UpstreamConfig};
+use junction_config::{
+    Config, Credentials, ProtocolPref, RouteConfig, SecretSource, Transport, UpstreamConfig,
+};
+use junction_policy::UpstreamCredentials;
 use junction_protocol::seal::Sealer;
 use junction_telemetry::{Metrics, OkSeries};
-use junction_upstream::{EraPref, TransportSpec, Upstream, UpstreamSpec};
+use junction_upstream::{EraPref, TokenFuture, TokenSource, TransportSpec, Upstream, UpstreamSpec};
 
 mod replica;
 
@@ -55,6 +58,11 @@ pub struct UpstreamEntry {
     pub is_http: bool,
     /// This upstream's `tools/call` request series with outcome `ok`.
     pub call_ok: Arc<OkSeries>,
+    /// `credentials` of the upstream, when its requests carry the caller's
+    /// identity (`token_exchange`, `passthrough`): `identity` asks it per
+    /// call. Junction's own requests get theirs from the client's token
+    /// source.
+    pub credentials: Option<Arc<UpstreamCredentials>>,
 }
 
 /// Fingerprint of a merge's inputs (generation, status per upstream) and its result.
@@ -211,12 +219,26 @@ impl State {
         }
         let mut upstreams = HashMap::new();
         for (index, u) in config.upstreams.iter().enumerate() {
-            let spec = upstream_spec(u, env).map_err(|message| BuildError::Upstream {
+            let failed = |message: String| BuildError::Upstream {
                 index,
                 id: u.id.clone(),
                 message,
-            })?;
-            let fingerprint = fingerprint(&spec, u.list_ttl);
+            };
+            let credentials = match &u.transport {
+                Transport::Http {
+                    credentials: Some(c),
+                    ..
+                } => Some(Arc::new(
+                    UpstreamCredentials::new(&u.id, c, env).map_err(|e| failed(e.to_string()))?,
+                )),
+                _ => None,
+            };
+            let mut spec = upstream_spec(u, env).map_err(failed)?;
+            let fingerprint = format!(
+                "{}|{}",
+                fingerprint(&spec, u.list_ttl),
+                credentials_fingerprint(u, env)
+            );
             if let Some(old) = previous
                 .and_then(|p| p.upstreams.get(&u.id))
                 .filter(|o| o.fingerprint == fingerprint)
@@ -231,9 +253,24 @@ impl State {
                         list_ttl: old.list_ttl,
                         is_http: old.is_http,
                         call_ok: old.call_ok.clone(),
+                        credentials: old.credentials.clone(),
                     },
                 );
                 continue;
+            }
+            // Junction's own requests (lists, discovery, sessions, streams)
+            // carry Junction's token, except through passthrough, where
+            // they carry the static bearer if one is set.
+            if let (Some(c), TransportSpec::Http { token, .. }) =
+                (&credentials, &mut spec.transport)
+            {
+                if c.covers_own_requests() {
+                    *token = Some(Arc::new(OwnToken {
+                        credentials: c.clone(),
+                        metrics: metrics.clone(),
+                        upstream: u.id.clone(),
+                    }));
+                }
             }
             let is_http = matches!(spec.transport, TransportSpec::Http { .. });
             let client = Upstream::new(spec).map_err(|e| BuildError::Upstream {
@@ -261,6 +298,8 @@ impl State {
                     list_ttl: u.list_ttl,
                     is_http,
                     call_ok: Default::default(),
+                    credentials: credentials
+                        .filter(|c| matches!(c.kind(), "token_exchange" | "passthrough")),
                 },
             );
         }
@@ -457,6 +496,72 @@ fn upstream_spec(
         era,
         max_message_bytes: u.max_response_bytes,
     })
+}
+
+/// What makes two upstreams' credentials different: the config (which names
+/// where secrets are) and a digest of the secrets themselves. Never logged.
+fn credentials_fingerprint(u: &UpstreamConfig, env: &HashMap<String, String>) -> String {
+    use sha2::{Digest, Sha256};
+    let Transport::Http {
+        credentials: Some(c),
+        ..
+    } = &u.transport
+    else {
+        return String::new();
+    };
+    let mut h = Sha256::new();
+    h.update(format!("{c:?}").as_bytes());
+    let sources = match c {
+        Credentials::Static(s) => vec![s],
+        Credentials::ClientCredentials(client) | Credentials::TokenExchange { client, .. } => {
+            vec![&client.client_secret]
+        }
+        Credentials::Passthrough { .. } => Vec::new(),
+    };
+    for source in sources {
+        match source {
+            SecretSource::Env(name) => {
+                h.update(env.get(name).map(String::as_bytes).unwrap_or(b"-"))
+            }
+            SecretSource::File(path) => h.update(std::fs::read(path).unwrap_or_default()),
+        }
+    }
+    format!("{:x}", h.finalize())
+}
+
+/// Junction's own token for an upstream's requests, from its credentials,
+/// counted in `junction_upstream_credentials_total`.
+struct OwnToken {
+    credentials: Arc<UpstreamCredentials>,
+    metrics: Metrics,
+    upstream: String,
+}
+
+impl TokenSource for OwnToken {
+    fn authorization(&self) -> TokenFuture<'_> {
+        Box::pin(async move {
+            let got = self.credentials.for_caller(None).await;
+            let outcome = match &got {
+                Ok(Some(t)) if t.fresh => "fresh",
+                Ok(_) => "cached",
+                Err(e) => e.reason(),
+            };
+            self.metrics
+                .upstream_credentials_total
+                .with_label_values(&[&self.upstream, self.credentials.kind(), outcome])
+                .inc();
+            match got {
+                Ok(Some(t)) => Ok(t.authorization()),
+                Ok(None) => Err(junction_upstream::UpstreamError::Unavailable(
+                    "no credentials for Junction's own requests".into(),
+                )),
+                Err(e) => Err(junction_upstream::UpstreamError::Unavailable(format!(
+                    "credentials of upstream {}: {e}",
+                    self.upstream
+                ))),
+            }
+        })
+    }
 }
 
 /// Everything that makes two upstream clients different, secrets included (the
