@@ -141,7 +141,23 @@ async fn run(path: PathBuf) -> anyhow::Result<()> {
     } else {
         "http"
     };
+    let tracing_config = config.tracing.clone();
     let state = Arc::new(build_state(config, &registry).await?);
+    if tracing_config.enabled {
+        let t = &tracing_config;
+        junction_telemetry::otel::init_tracing(
+            &junction_telemetry::otel::TraceSettings {
+                endpoint: &t.endpoint,
+                sampling_ratio: t.sampling_ratio,
+                service_name: &t.service_name,
+                max_queue: t.max_queue,
+                headers: &t.headers,
+                timeout: t.timeout,
+            },
+            state.metrics.trace_spans_dropped_total.clone(),
+        )
+        .map_err(|e| anyhow::anyhow!(e))?;
+    }
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
@@ -156,6 +172,7 @@ async fn run(path: PathBuf) -> anyhow::Result<()> {
     // Stop the clients of the state serving at the end (a reload may have
     // replaced the first one).
     shared.state.load_full().shutdown().await;
+    junction_telemetry::otel::shutdown_tracing(std::time::Duration::from_secs(5)).await;
     tracing::info!("junction stopped");
     Ok(())
 }

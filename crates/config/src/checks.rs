@@ -104,7 +104,7 @@ fn hop_by_hop(name: &str) -> bool {
 }
 
 /// Lower-cased header name if it is syntactically valid.
-fn header_name(ctx: &mut Ctx, path: &str, name: &str) -> Option<String> {
+pub(crate) fn header_name(ctx: &mut Ctx, path: &str, name: &str) -> Option<String> {
     match http::HeaderName::from_bytes(name.as_bytes()) {
         Ok(n) => Some(n.as_str().to_owned()),
         Err(_) => {

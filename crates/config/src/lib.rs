@@ -12,6 +12,7 @@
 mod checks;
 mod credentials;
 mod error;
+mod otel;
 mod policy;
 mod routes;
 mod server;
@@ -24,6 +25,7 @@ use std::path::Path;
 
 pub use credentials::{ClientAuthMethod, Credentials, OAuthClient, SecretSource};
 pub use error::{ConfigError, ConfigErrors};
+pub use otel::TracingConfig;
 pub use server::MIN_SECRET_BYTES;
 pub use types::*;
 
@@ -42,6 +44,7 @@ const SECTIONS: &[&str] = &[
     "request_state",
     "sessions",
     "log",
+    "tracing",
 ];
 
 /// Read and validate the file at `path`, then apply `env` overrides.
@@ -87,6 +90,7 @@ fn build(ctx: &mut Ctx, root: &serde_json::Value, env: &[(String, String)]) -> C
         request_state: server::request_state(ctx, r.get("request_state"), env),
         sessions: server::sessions(ctx, r.get("sessions")),
         log: server::log(ctx, r.get("log")),
+        tracing: otel::tracing(ctx, r.get("tracing")),
         server,
         upstreams,
         routes,

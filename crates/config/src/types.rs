@@ -23,6 +23,7 @@ pub struct Config {
     pub request_state: RequestStateConfig,
     pub sessions: SessionsConfig,
     pub log: LogConfig,
+    pub tracing: crate::otel::TracingConfig,
 }
 
 impl Config {

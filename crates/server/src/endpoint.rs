@@ -79,7 +79,41 @@ pub fn handle(
     peer: std::net::SocketAddr,
 ) -> impl Future<Output = Response<Body>> + Send {
     let started = Instant::now();
-    async move { handled(&state, &route, &parts, body, peer, started).await }
+    async move {
+        match junction_telemetry::otel::tracer() {
+            None => handled(&state, &route, &parts, body, peer, started).await,
+            // Boxed: only a traced request pays for the span and its context.
+            Some(tracer) => {
+                Box::pin(traced(tracer, &state, &route, &parts, body, peer, started)).await
+            }
+        }
+    }
+}
+
+/// `handled` inside the request's server span (`tracing` on): the client's
+/// trace continued, the span current while the phases run, so the upstream
+/// spans of `forward` and the list fan-outs are its children.
+async fn traced(
+    tracer: &'static junction_telemetry::otel::Tracer,
+    state: &Arc<State>,
+    route: &Arc<RouteState>,
+    parts: &http::request::Parts,
+    body: Incoming,
+    peer: std::net::SocketAddr,
+    started: Instant,
+) -> Response<Body> {
+    use opentelemetry::trace::{FutureExt, SpanKind, TraceContextExt, Tracer};
+    let parent = junction_telemetry::otel::extract(&parts.headers);
+    let span = tracer
+        .span_builder(format!("MCP {}", route.path))
+        .with_kind(SpanKind::Server)
+        .start_with_context(tracer, &parent);
+    let cx = parent.with_span(span);
+    let response = handled(state, route, parts, body, peer, started)
+        .with_context(cx.clone())
+        .await;
+    cx.span().end();
+    response
 }
 
 async fn handled(
@@ -95,6 +129,7 @@ async fn handled(
     cx.peer_ip = Some(peer.ip());
     cx.access_log = state.config.log.access && junction_telemetry::access_log().is_some();
     cx.unanswered = Some(started);
+    cx.traced = junction_telemetry::otel::tracer().is_some();
     let outcome = match edge(&cx) {
         Err(e) => Err(e),
         Ok(()) => match authenticate(&mut cx, parts.uri.query()).await {
@@ -132,6 +167,9 @@ async fn handled(
     };
     if let Some(ok) = route.ok_series.get(label.slot()) {
         ok.observe(outcome == "ok", secs, series);
+    }
+    if cx.traced {
+        annotate(&cx, label, response.status().as_u16(), refusal, outcome);
     }
     if !cx.access_log {
         return response;
@@ -180,6 +218,32 @@ fn prefers_sse(headers: &HeaderMap) -> bool {
         .map(|m| m.split(';').next().unwrap_or("").trim())
         .find(|m| *m == "text/event-stream" || *m == "application/json");
     first == Some("text/event-stream")
+}
+
+/// The request's server span gets what its access line says.
+fn annotate(cx: &Cx<'_>, label: Label, status: u16, refusal: Option<i64>, outcome: &'static str) {
+    use opentelemetry::trace::{Status, TraceContextExt};
+    use opentelemetry::KeyValue;
+    let otel = opentelemetry::Context::current();
+    let span = otel.span();
+    let mut attributes = vec![
+        KeyValue::new("mcp.route", cx.route.path.clone()),
+        KeyValue::new("mcp.method.name", label.name()),
+        KeyValue::new("http.response.status_code", i64::from(status)),
+        KeyValue::new("junction.outcome", outcome),
+    ];
+    if let Some((upstream, target)) = cx.routed.get() {
+        attributes.push(KeyValue::new("junction.upstream", upstream.clone()));
+        attributes.push(KeyValue::new("junction.target", target.clone()));
+    }
+    if let Some(sub) = cx.identity.as_ref().map(|p| p.subject.clone()) {
+        attributes.push(KeyValue::new("enduser.id", sub));
+    }
+    if let Some(code) = refusal {
+        attributes.push(KeyValue::new("junction.error_code", code));
+        span.set_status(Status::error(format!("refused with {code}")));
+    }
+    span.set_attributes(attributes);
 }
 
 /// A refusal before the request's method is known.

@@ -15,7 +15,7 @@ use crate::context::{ClientSide, Cx};
 use crate::envelope;
 use crate::error::GatewayError;
 use crate::identity;
-use crate::record::Record;
+use crate::record::{Record, UpstreamSpan};
 use crate::response::Body;
 use crate::state::UpstreamEntry;
 
@@ -96,11 +96,15 @@ pub async fn forward(
         None => None,
         Some(_) => Box::pin(identity::authorization(cx, upstream)).await?,
     };
-    let request = UpstreamRequest {
+    let mut request = UpstreamRequest {
         param_headers,
         authorization,
         ..client.upstream_request(cx, method, params, meta)
     };
+    let span = UpstreamSpan::start(&upstream.id, method);
+    if let Some(span) = &span {
+        carry_trace(&mut request, span);
+    }
     if !modern {
         driver.retry = Some(bridge::Retry {
             client: upstream.client.clone(),
@@ -121,10 +125,41 @@ pub async fn forward(
                     .with_label_values(&[&upstream.id])
                     .set(up);
             }
+            if let Some(span) = span {
+                span.end(e.outcome());
+            }
             return Err(e);
         }
     }
-    bridge::respond(driver, open, record).await
+    let answered = bridge::respond(driver, open, record).await;
+    if let Some(span) = span {
+        // A streamed answer's span ends when its stream starts.
+        span.end(
+            answered
+                .as_ref()
+                .map_or_else(GatewayError::outcome, |_| "ok"),
+        );
+    }
+    answered
+}
+
+/// The upstream request continues the trace of `span`: `traceparent` (and
+/// `tracestate`) as headers and in `_meta`, replacing the client's own.
+pub fn carry_trace(request: &mut UpstreamRequest, span: &UpstreamSpan) {
+    let Some((parent, state)) = span.context() else {
+        return;
+    };
+    let trace_key =
+        |k: &str| k.eq_ignore_ascii_case("traceparent") || k.eq_ignore_ascii_case("tracestate");
+    request.forward_headers.retain(|(k, _)| !trace_key(k));
+    request.meta.retain(|(k, _)| !trace_key(k));
+    for (key, value) in [("traceparent", Some(parent)), ("tracestate", state)] {
+        let Some(value) = value else { continue };
+        if let Ok(raw) = serde_json::value::to_raw_value(&value) {
+            request.meta.push((key.to_owned(), raw));
+        }
+        request.forward_headers.push((key.to_owned(), value));
+    }
 }
 
 /// `prompts/get` and `resources/read`: `params` (renamed for the upstream)

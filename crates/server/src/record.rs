@@ -1,7 +1,8 @@
-//! Metrics recorders of upstream work, below everything that goes upstream
-//! (the tool-list source of `state`, list fan-outs, forwarded calls): a
-//! [`Record`] counts one request's outcome exactly once, and counts a request
-//! whose client left first as `cancelled`.
+//! Recorders of upstream work, below everything that goes upstream (the
+//! tool-list source of `state`, list fan-outs, forwarded calls): a [`Record`]
+//! counts one request's outcome exactly once, and counts a request whose
+//! client left first as `cancelled`; [`UpstreamSpan`] is its span when
+//! tracing is on, and the W3C trace context the request carries upstream.
 
 /// Records a call's outcome label once: [`Record::record`] with the
 /// outcome, or, once [`Record::arm`]ed (the call went upstream), `cancelled`
@@ -73,11 +74,58 @@ pub async fn counted_page<T, E>(
 ) -> Option<Result<T, E>> {
     let mut record = Record::upstream(metrics, upstream, method);
     record.arm();
+    let span = UpstreamSpan::start(upstream, method);
     let page = tokio::time::timeout_at(deadline, page).await.ok();
-    record.record(match &page {
+    let outcome = match &page {
         Some(Ok(_)) => "ok",
         Some(Err(_)) => "error",
         None => "upstream_timeout",
-    });
+    };
+    if let Some(span) = span {
+        span.end(outcome);
+    }
+    record.record(outcome);
     page
+}
+
+/// The client span of one upstream request (a child of the request's server
+/// span), when tracing is on.
+pub struct UpstreamSpan(opentelemetry::Context);
+
+impl UpstreamSpan {
+    /// `None` (one atomic load) while tracing is off.
+    pub fn start(upstream: &str, method: &str) -> Option<UpstreamSpan> {
+        use opentelemetry::trace::{SpanKind, TraceContextExt, Tracer};
+        use opentelemetry::KeyValue;
+        let tracer = junction_telemetry::otel::tracer()?;
+        let parent = opentelemetry::Context::current();
+        let span = tracer
+            .span_builder(format!("{method} {upstream}"))
+            .with_kind(SpanKind::Client)
+            .with_attributes([
+                KeyValue::new("junction.upstream", upstream.to_owned()),
+                KeyValue::new("mcp.method.name", method.to_owned()),
+            ])
+            .start_with_context(tracer, &parent);
+        Some(UpstreamSpan(parent.with_span(span)))
+    }
+
+    /// `traceparent` (and `tracestate`) naming this span, for the upstream
+    /// request's headers and `_meta`.
+    pub fn context(&self) -> Option<(String, Option<String>)> {
+        junction_telemetry::otel::traceparent(&self.0)
+    }
+
+    pub fn end(self, outcome: &str) {
+        use opentelemetry::trace::{Status, TraceContextExt};
+        let span = self.0.span();
+        span.set_attribute(opentelemetry::KeyValue::new(
+            "junction.outcome",
+            outcome.to_owned(),
+        ));
+        if outcome != "ok" {
+            span.set_status(Status::error(outcome.to_owned()));
+        }
+        span.end();
+    }
 }

@@ -6,6 +6,7 @@
 use std::sync::OnceLock;
 
 mod access;
+pub mod otel;
 mod writer;
 
 pub use access::{access_log, AccessLog, AccessRecord};
@@ -69,6 +70,8 @@ pub struct MetricFamilies {
     /// `token_exchange`, `passthrough`) and `outcome` (`fresh`: a token
     /// request was made; `cached`; `refused`, `unavailable`, `audience_mismatch`).
     pub upstream_credentials_total: IntCounterVec,
+    /// Finished spans the export queue had no room for (`otel`).
+    pub trace_spans_dropped_total: IntCounter,
     pub tools_dropped_total: IntCounterVec,
     pub catalog_lookups_total: IntCounterVec,
     pub tool_call_duration_seconds: HistogramVec,
@@ -228,6 +231,10 @@ impl Metrics {
                 ),
                 &["upstream", "kind", "outcome"],
             )?,
+            trace_spans_dropped_total: IntCounter::new(
+                "junction_trace_spans_dropped_total",
+                "Finished spans dropped because the export queue (tracing.max_queue) was full",
+            )?,
             tools_dropped_total: IntCounterVec::new(
                 Opts::new(
                     "junction_tools_dropped_total",
@@ -321,6 +328,7 @@ impl Metrics {
         registry.register(Box::new(m.upstream_connections_opened_total.clone()))?;
         registry.register(Box::new(m.upstream_connections.clone()))?;
         registry.register(Box::new(m.upstream_credentials_total.clone()))?;
+        registry.register(Box::new(m.trace_spans_dropped_total.clone()))?;
         registry.register(Box::new(DroppedLogLines::new()?))?;
         Ok(Metrics(std::sync::Arc::new(m)))
     }

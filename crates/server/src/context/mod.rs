@@ -42,6 +42,9 @@ pub struct Cx<'a> {
     /// logging set up): decided once, so a request pays for what the line
     /// needs only when it is written.
     pub access_log: bool,
+    /// Whether the request has a span (`tracing` on): it then also keeps
+    /// what it was routed to.
+    pub traced: bool,
     /// (upstream, target) once the request is routed: the exposed tool or
     /// prompt, or the resource URI. Kept only for the access line.
     pub routed: std::sync::OnceLock<(String, String)>,
@@ -64,6 +67,7 @@ impl Cx<'_> {
             identity: None,
             peer_ip: None,
             access_log: false,
+            traced: false,
             routed: std::sync::OnceLock::new(),
             method: std::sync::OnceLock::new(),
             unanswered: None,
@@ -80,9 +84,10 @@ impl Cx<'_> {
             .map(|peer| junction_policy::client_ip(peer, self.headers, trusted))
     }
 
-    /// Names the upstream and target of a routed request for its access line.
+    /// Names the upstream and target of a routed request for its access
+    /// line and its span.
     pub fn note_target(&self, upstream: &str, target: &str) {
-        if self.access_log {
+        if self.access_log || self.traced {
             let _ = self.routed.set((upstream.to_owned(), target.to_owned()));
         }
     }

@@ -18,9 +18,9 @@ use super::Request;
 use crate::bridge::Finisher;
 use crate::context::{Cx, Target};
 use crate::error::GatewayError;
-use crate::forward::{answer_of, raw_param};
+use crate::forward::{self, answer_of, raw_param};
 use crate::identity;
-use crate::record::Record;
+use crate::record::{Record, UpstreamSpan};
 use crate::response::{self, Body};
 
 const METHOD: &str = "completion/complete";
@@ -65,14 +65,23 @@ pub async fn complete(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>
         authorization: identity::authorization(cx, upstream).await?,
         ..client.upstream_request(cx, METHOD, params, meta)
     };
+    let mut request = request;
+    let span = UpstreamSpan::start(&upstream_id, METHOD);
+    if let Some(span) = &span {
+        forward::carry_trace(&mut request, span);
+    }
     let mut record = Record::upstream(&cx.state.metrics, &upstream_id, METHOD);
     record.arm();
     let answer = answer_of(upstream, request).await;
-    record.record(match &answer {
+    let outcome = match &answer {
         Ok(Ok(_)) => "ok",
         Ok(Err(_)) => "upstream_error",
         Err(e) => e.outcome(),
-    });
+    };
+    if let Some(span) = span {
+        span.end(outcome);
+    }
+    record.record(outcome);
     let raw = match answer? {
         Ok(raw) => raw,
         Err(e) if e.code == codes::METHOD_NOT_FOUND => no_suggestions(),
