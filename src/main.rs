@@ -206,6 +206,8 @@ async fn catalog(path: PathBuf, json: bool) -> anyhow::Result<()> {
     let routes: Vec<String> = config.routes.iter().map(|r| r.path.clone()).collect();
     let state = build_state(config, &registry).await?;
     let mut out = Vec::new();
+    // Overrides that match no listed tool: typos, or tools that went away.
+    let mut unmatched = Vec::new();
     for path in &routes {
         let Some(catalog) = junction_server::route_catalog_for(&state, path).await else {
             continue;
@@ -230,8 +232,14 @@ async fn catalog(path: PathBuf, json: bool) -> anyhow::Result<()> {
                 catalog.degraded.join(", ")
             );
         }
+        for origin in &catalog.unmatched {
+            unmatched.push(format!("{origin}: names no tool that route {path} lists"));
+        }
     }
     state.shutdown().await;
+    for e in &unmatched {
+        eprintln!("error: {e}");
+    }
     if json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -256,6 +264,9 @@ async fn catalog(path: PathBuf, json: bool) -> anyhow::Result<()> {
                 flags.join("; ")
             );
         }
+    }
+    if !unmatched.is_empty() {
+        anyhow::bail!("{} override(s) name nothing", unmatched.len());
     }
     Ok(())
 }

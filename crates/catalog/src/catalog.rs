@@ -23,6 +23,9 @@ pub struct ExposedTool {
     pub definition: Box<RawValue>,
     /// The tool's validated `x-mcp-header` annotations (upstream schema).
     pub header_params: Vec<HeaderParam>,
+    /// Arguments every call gets, whatever the client sent for them (a
+    /// route's `pin` overrides), as raw JSON values.
+    pub pinned: Vec<(String, Box<RawValue>)>,
 }
 
 /// Why a tool was left out; `as_str` is a bounded metric label.
@@ -76,6 +79,9 @@ pub struct Catalog {
     pub dropped: Vec<Dropped>,
     /// Upstream ids (route order) served from a stale list or left out.
     pub degraded: Vec<String>,
+    /// Config key paths of tool overrides that matched no listed tool (known
+    /// only when no upstream is degraded).
+    pub unmatched: Vec<String>,
     pub ttl_ms: u64,
     pub public: bool,
     /// Hash of the serialized tool list: same tools, same version.
@@ -118,6 +124,7 @@ impl Catalog {
             tools,
             dropped,
             degraded,
+            unmatched: Vec::new(),
             ttl_ms,
             public,
             version: u64::from_be_bytes(first),

@@ -1,15 +1,20 @@
-//! Route-level include/exclude globs over exposed tool names.
+//! How a route curates its upstreams' tools: include/exclude globs over
+//! exposed tool names, leaving out secret-looking headers, and overrides
+//! (`overrides`).
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
+use crate::overrides::Overrides;
 use crate::CatalogError;
 
 /// `include` empty means every tool; `exclude` always wins over `include`.
+/// Globs match the name a tool would have without overrides.
 #[derive(Clone, Debug)]
 pub struct ToolFilter {
     include: Option<GlobSet>,
     exclude: GlobSet,
     drop_secret_headers: bool,
+    overrides: Overrides,
 }
 
 impl Default for ToolFilter {
@@ -18,6 +23,7 @@ impl Default for ToolFilter {
             include: None,
             exclude: GlobSet::empty(),
             drop_secret_headers: false,
+            overrides: Overrides::default(),
         }
     }
 }
@@ -48,7 +54,18 @@ impl ToolFilter {
             include,
             exclude: build(exclude)?,
             drop_secret_headers: false,
+            overrides: Overrides::default(),
         })
+    }
+
+    /// The route's renames, texts, hidden and pinned properties.
+    pub fn with_overrides(mut self, overrides: Overrides) -> Self {
+        self.overrides = overrides;
+        self
+    }
+
+    pub fn overrides(&self) -> &Overrides {
+        &self.overrides
     }
 
     /// Also leave out tools whose `x-mcp-header` parameters look like secrets.

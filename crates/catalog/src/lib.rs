@@ -20,6 +20,7 @@ pub mod lists;
 mod memo;
 mod merge;
 mod naming;
+pub mod overrides;
 
 pub use cache::{fan_out, Deadline, SourceError, SourcePage, ToolCache, ToolSource};
 pub use catalog::{Catalog, DropKind, Dropped, ExposedTool};
@@ -29,6 +30,7 @@ pub use lists::{ListCache, ResourceIndex};
 pub use memo::MergedCache;
 pub use merge::{merge, ListStatus, UpstreamTools};
 pub use naming::NamingRules;
+pub use overrides::{Override, Overrides};
 
 /// Errors from building catalog inputs (config-time, not per request).
 #[derive(Debug, thiserror::Error)]

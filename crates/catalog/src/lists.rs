@@ -16,6 +16,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::naming::NamingRules;
+use crate::overrides::{curate_item, Overrides};
 
 mod cache;
 
@@ -118,7 +119,7 @@ fn version(kind: &str, items: &[Box<RawValue>]) -> u64 {
 /// name alone on `prefix: never` routes), config order then name bytewise.
 /// A prompt without a string name, or whose exposed name an earlier one
 /// already has, is left out with a warning.
-pub fn merge_prompts(fanned: Fanned, naming: &NamingRules) -> MergedList {
+pub fn merge_prompts(fanned: Fanned, naming: &NamingRules, overrides: &Overrides) -> MergedList {
     let mut seen = HashSet::new();
     let mut items = Vec::new();
     for c in &fanned.contributions {
@@ -135,7 +136,9 @@ pub fn merge_prompts(fanned: Fanned, naming: &NamingRules) -> MergedList {
             .collect();
         named.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         for (name, mut prompt) in named {
-            let exposed = naming.full_name(&c.upstream, &name);
+            let default = naming.full_name(&c.upstream, &name);
+            let o = overrides.prompts.get(&default);
+            let exposed = o.and_then(|o| o.name.clone()).unwrap_or(default);
             if !seen.insert(exposed.clone()) {
                 tracing::warn!(upstream = %c.upstream, prompt = %name, "duplicate prompt name left out");
                 continue;
@@ -143,10 +146,28 @@ pub fn merge_prompts(fanned: Fanned, naming: &NamingRules) -> MergedList {
             if let Some(obj) = prompt.as_object_mut() {
                 obj.insert("name".into(), Value::String(exposed));
             }
+            if let Some(o) = o {
+                curate_item(o, &mut prompt, false);
+            }
             items.push(prompt);
         }
     }
     MergedList::new("prompts", items, &fanned.contributions, fanned.degraded)
+}
+
+/// The route's resource overrides (texts, by URI or URI template as
+/// listed) applied to merged resource or template items; `key` is `uri` or
+/// `uriTemplate`.
+pub fn curate_resources(items: &mut [Value], key: &str, overrides: &Overrides) {
+    if overrides.resources.is_empty() {
+        return;
+    }
+    for item in items {
+        let listed = item.get(key).and_then(Value::as_str).map(str::to_owned);
+        if let Some(o) = listed.and_then(|k| overrides.resources.get(&k)) {
+            curate_item(o, item, false);
+        }
+    }
 }
 
 /// (upstream, original name) of an exposed prompt name on a route with these

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use crate::catalog::{Catalog, DropKind, Dropped, ExposedTool};
 use crate::filter::ToolFilter;
 use crate::naming::NamingRules;
+use crate::overrides::{curate_tool, Kind};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ListStatus {
@@ -116,6 +117,8 @@ pub fn merge(
     let mut ttl: Option<u64> = None;
     let mut public = true;
     let mut visited = HashSet::new();
+    let overrides = filter.overrides();
+    let mut seen: HashSet<String> = HashSet::new();
 
     for id in order {
         if !visited.insert(id.as_str()) {
@@ -186,6 +189,9 @@ pub fn merge(
                 ));
                 continue;
             };
+            if !overrides.tools.is_empty() {
+                seen.insert(exposed.clone());
+            }
             if !filter.allows(&exposed) {
                 continue;
             }
@@ -219,6 +225,14 @@ pub fn merge(
                     continue;
                 }
             }
+            let curated = overrides
+                .tools
+                .get(&exposed)
+                .map(|o| curate_tool(o, obj, &exposed));
+            let (exposed, obj, pinned) = match &curated {
+                Some(c) => (c.exposed.clone(), &c.definition, c.pinned.clone()),
+                None => (exposed, obj, Vec::new()),
+            };
             if let Some((owner, first)) = taken.get(&exposed) {
                 let (kind, reason) = if owner == id && first == original {
                     (DropKind::Duplicate, "duplicate".to_owned())
@@ -256,8 +270,19 @@ pub fn merge(
                 original_json,
                 definition,
                 header_params,
+                pinned,
             });
         }
     }
-    Catalog::build(tools, dropped, degraded, ttl.unwrap_or(0), public)
+    let unmatched: Vec<String> = if degraded.is_empty() {
+        overrides
+            .unmatched(Kind::Tool, |k| seen.contains(k))
+            .map(str::to_owned)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut catalog = Catalog::build(tools, dropped, degraded, ttl.unwrap_or(0), public);
+    catalog.unmatched = unmatched;
+    catalog
 }

@@ -12,7 +12,7 @@ use junction_catalog::lists::{
     literal_prefix, match_template, merge_keyed, merge_prompts, namespaced, resolve_prompt,
     split_namespaced, Contribution, Fanned, Listed, Lookup, MergedList, NAMESPACE,
 };
-use junction_catalog::{ListCache, NamingRules, ResourceIndex};
+use junction_catalog::{ListCache, NamingRules, Overrides, ResourceIndex};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -177,7 +177,7 @@ fn snapshot_of_a_prompt_merge() {
         ],
         degraded: Vec::new(),
     };
-    let m = merge_prompts(f.clone(), &NamingRules::default());
+    let m = merge_prompts(f.clone(), &NamingRules::default(), &Overrides::default());
     assert_eq!(
         bytes(&m),
         concat!(
@@ -195,7 +195,7 @@ fn snapshot_of_a_prompt_merge() {
         prefix: false,
         ..NamingRules::default()
     };
-    let m = merge_prompts(f, &never);
+    let m = merge_prompts(f, &never, &Overrides::default());
     assert_eq!(
         bytes(&m),
         concat!(
@@ -336,8 +336,8 @@ proptest! {
     ) {
         let naming = NamingRules { separator: sep, prefix, max_name_length: None };
         let route: Vec<String> = f.contributions.iter().map(|c| c.upstream.clone()).collect();
-        let m = merge_prompts(f.clone(), &naming);
-        let again = merge_prompts(f.clone(), &naming);
+        let m = merge_prompts(f.clone(), &naming, &Overrides::default());
+        let again = merge_prompts(f.clone(), &naming, &Overrides::default());
         prop_assert_eq!(bytes(&m), bytes(&again));
         prop_assert_eq!(m.version, again.version);
         prop_assert_eq!(m.version, version_of("prompts", &m));
@@ -606,7 +606,7 @@ fn a_filtered_list_keeps_order_and_gets_its_own_version() {
         "a",
         vec![prompt("one"), prompt("two"), prompt("three")],
     )]);
-    let all = merge_prompts(f, &NamingRules::default());
+    let all = merge_prompts(f, &NamingRules::default(), &Overrides::default());
     let some = all.filtered("prompts", |raw| !raw.get().contains("\"a__two\""));
     let kept: Vec<&str> = all
         .items

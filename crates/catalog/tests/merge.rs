@@ -392,3 +392,70 @@ fn a_caller_specific_view_is_private_with_its_own_version() {
     assert!(view.resolve("u__a").is_none());
     assert_eq!(view.resolve("u__b").unwrap().original, "b");
 }
+
+fn curated(overrides: &[(&str, junction_catalog::Override)]) -> ToolFilter {
+    let mut o = junction_catalog::Overrides::default();
+    for (k, v) in overrides {
+        o.tools.insert(k.to_string(), v.clone());
+    }
+    ToolFilter::default().with_overrides(o)
+}
+
+#[test]
+fn overrides_rename_rewrite_hide_and_pin_and_report_what_matched_nothing() {
+    let add = json!({"name": "add", "description": "adds",
+        "inputSchema": {"type": "object", "properties": {"a": {}, "units": {}, "debug": {}}, "required": ["a", "units"]}});
+    let lists = [list("calc", vec![add, tool("mul")])];
+    let filter = curated(&[
+        (
+            "calc__add",
+            junction_catalog::Override {
+                name: Some("sum".into()),
+                title: Some("Sum".into()),
+                hide: vec!["debug".into()],
+                pin: vec![("units".into(), json!("metric"))],
+                origin: "routes[0].overrides.tools.calc__add".into(),
+                ..Default::default()
+            },
+        ),
+        (
+            "calc__nope",
+            junction_catalog::Override {
+                description: Some("x".into()),
+                origin: "routes[0].overrides.tools.calc__nope".into(),
+                ..Default::default()
+            },
+        ),
+    ]);
+    let c = merge(&ids(&["calc"]), &lists, &NamingRules::default(), &filter);
+    // Still in the upstream's order of its own names: a rename moves nothing.
+    assert_eq!(names(&c), ["sum", "calc__mul"]);
+    let sum = c.resolve("sum").unwrap();
+    assert_eq!(sum.original, "add", "a call goes upstream by its own name");
+    let def: Value = serde_json::from_str(sum.definition.get()).unwrap();
+    assert_eq!(
+        def,
+        json!({"name": "sum", "title": "Sum", "description": "adds",
+            "inputSchema": {"type": "object", "properties": {"a": {}}, "required": ["a"]}})
+    );
+    assert_eq!(sum.pinned.len(), 1);
+    assert_eq!(sum.pinned[0].0, "units");
+    assert!(c.resolve("calc__add").is_none(), "the old name is gone");
+    assert_eq!(c.unmatched, ["routes[0].overrides.tools.calc__nope"]);
+}
+
+#[test]
+fn a_rename_onto_a_taken_name_is_dropped_as_a_collision() {
+    let lists = [list("calc", vec![tool("add"), tool("mul")])];
+    let filter = curated(&[(
+        "calc__add",
+        junction_catalog::Override {
+            name: Some("calc__mul".into()),
+            ..Default::default()
+        },
+    )]);
+    let c = merge(&ids(&["calc"]), &lists, &NamingRules::default(), &filter);
+    assert_eq!(names(&c), ["calc__mul"]);
+    assert_eq!(c.dropped.len(), 1);
+    assert_eq!(c.dropped[0].kind, DropKind::NameCollision);
+}

@@ -13,6 +13,7 @@ mod checks;
 mod credentials;
 mod error;
 mod otel;
+mod overrides;
 mod policy;
 mod routes;
 mod server;
@@ -26,6 +27,7 @@ use std::path::Path;
 pub use credentials::{ClientAuthMethod, Credentials, OAuthClient, SecretSource};
 pub use error::{ConfigError, ConfigErrors};
 pub use otel::TracingConfig;
+pub use overrides::{OverrideConfig, OverridesConfig};
 pub use server::MIN_SECRET_BYTES;
 pub use types::*;
 

@@ -4,7 +4,14 @@ use crate::checks;
 use crate::types::RouteConfig;
 use crate::walk::{Ctx, Obj};
 
-const KEYS: &[&str] = &["path", "upstreams", "prefix", "include", "exclude"];
+const KEYS: &[&str] = &[
+    "path",
+    "upstreams",
+    "prefix",
+    "include",
+    "exclude",
+    "overrides",
+];
 const ADMIN_PATHS: &[&str] = &["/metrics", "/healthz", "/readyz"];
 
 /// `ids` are the declared upstream ids in config order.
@@ -19,6 +26,7 @@ pub(crate) fn routes(ctx: &mut Ctx, root: &Obj, ids: &[String]) -> Vec<RouteConf
             prefix: true,
             include: Vec::new(),
             exclude: Vec::new(),
+            overrides: Default::default(),
         }];
     };
     if items.is_empty() {
@@ -61,6 +69,7 @@ pub(crate) fn routes(ctx: &mut Ctx, root: &Obj, ids: &[String]) -> Vec<RouteConf
         }
         let include = globs(ctx, &o, "include");
         let exclude = globs(ctx, &o, "exclude");
+        let overrides = crate::overrides::overrides(ctx, &o);
         if let (Some(path), Some(upstreams)) = (route_path, upstreams) {
             out.push(RouteConfig {
                 path,
@@ -68,6 +77,7 @@ pub(crate) fn routes(ctx: &mut Ctx, root: &Obj, ids: &[String]) -> Vec<RouteConf
                 prefix,
                 include,
                 exclude,
+                overrides,
             });
         }
     }

@@ -77,6 +77,9 @@ pub struct UpstreamConfig {
     pub list_ttl: Duration,
     /// Largest response body, SSE event or stdio line accepted (else -31003).
     pub max_response_bytes: usize,
+    /// Every route's default overrides of this upstream's tools, prompts and
+    /// resources, keyed by the upstream's own names.
+    pub overrides: crate::overrides::OverridesConfig,
 }
 
 #[derive(Clone, Debug)]
@@ -153,6 +156,8 @@ pub struct RouteConfig {
     /// Globs over exposed names; each compiles with `globset`. Empty include = everything.
     pub include: Vec<String>,
     pub exclude: Vec<String>,
+    /// Renames, texts, hidden and pinned properties on this route.
+    pub overrides: crate::overrides::OverridesConfig,
 }
 
 #[derive(Clone, Debug)]

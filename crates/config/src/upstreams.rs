@@ -26,6 +26,7 @@ const KEYS: &[&str] = &[
     "ca_file",
     "max_response_bytes",
     "credentials",
+    "overrides",
 ];
 const HTTP_ONLY: &[&str] = &[
     "headers",
@@ -88,6 +89,7 @@ pub(crate) fn upstreams(ctx: &mut Ctx, root: &Obj) -> (Vec<UpstreamConfig>, Vec<
                 format!("must be at least {MIN_RESPONSE_BYTES} bytes (64KiB): smaller would refuse ordinary tool lists"),
             );
         }
+        let overrides = crate::overrides::overrides(ctx, &o);
         if let (Some(id), Some(transport)) = (id, transport) {
             out.push(UpstreamConfig {
                 id,
@@ -96,6 +98,7 @@ pub(crate) fn upstreams(ctx: &mut Ctx, root: &Obj) -> (Vec<UpstreamConfig>, Vec<
                 protocol,
                 list_ttl,
                 max_response_bytes,
+                overrides,
             });
         }
     }

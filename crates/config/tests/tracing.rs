@@ -25,8 +25,14 @@ fn tracing_is_off_by_default_and_takes_its_settings() {
     assert_eq!(t.headers, [("x-api-key".to_string(), "k".to_string())]);
     assert_eq!(t.timeout, std::time::Duration::from_secs(2));
     // The ratio from the environment arrives as text.
-    let env = [("JUNCTION_TRACING__SAMPLING_RATIO".to_string(), "0.5".to_string())];
-    assert_eq!(load_str(UP, &env).expect("valid").tracing.sampling_ratio, 0.5);
+    let env = [(
+        "JUNCTION_TRACING__SAMPLING_RATIO".to_string(),
+        "0.5".to_string(),
+    )];
+    assert_eq!(
+        load_str(UP, &env).expect("valid").tracing.sampling_ratio,
+        0.5
+    );
 }
 
 #[test]

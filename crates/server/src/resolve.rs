@@ -97,10 +97,17 @@ fn unknown_tool(cx: &Cx<'_>, catalog: &Catalog, name: &str) -> GatewayError {
 }
 
 /// No list is needed: the upstream id comes first and cannot contain the
-/// separator.
+/// separator (after a rename override is undone).
 fn prompt(cx: &Cx<'_>, exposed: &str) -> Result<Target, GatewayError> {
-    let (upstream, original) = resolve_prompt(&cx.route.naming, &cx.route.upstreams, exposed)
-        .ok_or_else(|| GatewayError::InvalidParams(format!("unknown prompt: {exposed}")))?;
+    let unknown = || GatewayError::InvalidParams(format!("unknown prompt: {exposed}"));
+    // A renamed prompt is known by its new name only.
+    let overrides = cx.route.filter.overrides();
+    if overrides.prompt_renamed_away(exposed) {
+        return Err(unknown());
+    }
+    let default = overrides.prompt_default_name(exposed);
+    let (upstream, original) =
+        resolve_prompt(&cx.route.naming, &cx.route.upstreams, default).ok_or_else(unknown)?;
     Ok(Target::Prompt {
         upstream,
         exposed: exposed.to_owned(),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use http::Response;
 use junction_catalog::cursor;
+use junction_catalog::overrides::with_pinned;
 use junction_protocol::jsonrpc::Id;
 use junction_protocol::xmcp;
 use serde_json::Value;
@@ -93,6 +94,19 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
         xmcp::check(&tool.header_params, arguments.as_ref(), &received)
             .map_err(GatewayError::HeaderMismatch)?;
     }
+    // A route's pinned arguments win over the client's (after the client's
+    // own headers were checked against what it sent).
+    let arguments = if tool.pinned.is_empty() {
+        arguments
+    } else {
+        let merged =
+            with_pinned(params.get("arguments").map(|a| &**a), &tool.pinned).ok_or_else(|| {
+                GatewayError::InvalidParams("params.arguments must be an object".into())
+            })?;
+        let value = serde_json::from_str(merged.get()).ok();
+        params.insert("arguments".into(), merged);
+        value
+    };
     let param_headers = if upstream.is_http {
         xmcp::extract(&tool.header_params, arguments.as_ref())
             .map_err(|e| GatewayError::InvalidParams(e.to_string()))?

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use junction_catalog::{
-    Catalog, Deadline, NamingRules, SourceError, SourcePage, ToolCache, ToolFilter, ToolSource,
+    Catalog, Deadline, NamingRules, Override, Overrides, SourceError, SourcePage, ToolCache,
+    ToolFilter, ToolSource,
 };
 use junction_config::{
     Config, Credentials, ProtocolPref, RouteConfig, SecretSource, Transport, UpstreamConfig,
@@ -408,22 +409,69 @@ impl State {
 }
 
 fn route_state(r: &RouteConfig, config: &Config) -> Result<RouteState, String> {
+    let naming = NamingRules {
+        separator: config.tools.separator.clone(),
+        prefix: r.prefix,
+        max_name_length: config.tools.max_name_length,
+    };
     let filter = ToolFilter::new(&r.include, &r.exclude)
         .map_err(|e| e.to_string())?
-        .dropping_secret_headers(config.tools.drop_secret_headers);
+        .dropping_secret_headers(config.tools.drop_secret_headers)
+        .with_overrides(route_overrides(r, config, &naming));
     Ok(RouteState {
         path: r.path.clone(),
         upstreams: r.upstreams.clone(),
-        naming: NamingRules {
-            separator: config.tools.separator.clone(),
-            prefix: r.prefix,
-            max_name_length: config.tools.max_name_length,
-        },
+        naming,
         filter,
         merged: Mutex::new(None),
         warm: Mutex::new(None),
         ok_series: Default::default(),
     })
+}
+
+/// The route's overrides: each of its upstreams' (keyed by the upstream's own
+/// names, here turned into the names the route would expose), then the
+/// route's own, which replace an upstream's entry for the same name.
+fn route_overrides(r: &RouteConfig, config: &Config, naming: &NamingRules) -> Overrides {
+    fn entry(o: &junction_config::OverrideConfig) -> Override {
+        Override {
+            name: o.name.clone(),
+            title: o.title.clone(),
+            description: o.description.clone(),
+            hide: o.hide.clone(),
+            pin: o.pin.clone(),
+            origin: o.path.clone(),
+        }
+    }
+    let mut out = Overrides::default();
+    for u in r.upstreams.iter().filter_map(|id| config.upstream(id)) {
+        let o = &u.overrides;
+        // An upstream renames its own tool: the route still prefixes it.
+        let own = |e: &junction_config::OverrideConfig| Override {
+            name: e.name.as_ref().map(|n| naming.full_name(&u.id, n)),
+            ..entry(e)
+        };
+        for (name, e) in &o.tools {
+            out.tools.insert(naming.full_name(&u.id, name), own(e));
+        }
+        for (name, e) in &o.prompts {
+            out.prompts.insert(naming.full_name(&u.id, name), own(e));
+        }
+        for (uri, e) in &o.resources {
+            out.resources.insert(uri.clone(), entry(e));
+        }
+    }
+    let o = &r.overrides;
+    for (name, e) in &o.tools {
+        out.tools.insert(name.clone(), entry(e));
+    }
+    for (name, e) in &o.prompts {
+        out.prompts.insert(name.clone(), entry(e));
+    }
+    for (uri, e) in &o.resources {
+        out.resources.insert(uri.clone(), entry(e));
+    }
+    out
 }
 
 /// Maps one upstream's config to the client's spec, resolving credentials from the

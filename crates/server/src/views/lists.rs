@@ -14,8 +14,8 @@
 use std::collections::HashMap;
 
 use junction_catalog::lists::{
-    literal_prefix, match_template, merge_keyed, merge_prompts, split_namespaced, Contribution,
-    Fanned, Listed, Lookup, MergedList,
+    curate_resources, literal_prefix, match_template, merge_keyed, merge_prompts, split_namespaced,
+    Contribution, Fanned, Listed, Lookup, MergedList,
 };
 use junction_protocol::codes;
 use junction_protocol::jsonrpc::RawParams;
@@ -50,13 +50,14 @@ struct PageHead {
 /// The route's merged prompts.
 pub async fn prompts(cx: &Cx<'_>) -> MergedList {
     let fanned = fan_out(cx, "prompts/list", "prompts").await;
-    merge_prompts(fanned, &cx.route.naming)
+    merge_prompts(fanned, &cx.route.naming, cx.route.filter.overrides())
 }
 
 /// The route's merged resources and who serves each URI (also kept in the memo).
 pub async fn resources(cx: &Cx<'_>) -> (MergedList, HashMap<String, String>) {
     let fanned = fan_out(cx, "resources/list", "resources").await;
-    let (items, owners) = merge_keyed(&fanned, "uri", "resource");
+    let (mut items, owners) = merge_keyed(&fanned, "uri", "resource");
+    curate_resources(&mut items, "uri", cx.route.filter.overrides());
     let merged = MergedList::new("resources", items, &fanned.contributions, fanned.degraded);
     let owners: HashMap<String, String> = owners.into_iter().collect();
     let route = cx.route;
@@ -72,7 +73,8 @@ pub async fn resources(cx: &Cx<'_>) -> (MergedList, HashMap<String, String>) {
 /// The route's merged resource templates and (literal prefix, upstream) per template.
 pub async fn templates(cx: &Cx<'_>) -> (MergedList, Vec<(String, String)>) {
     let fanned = fan_out(cx, "resources/templates/list", "resourceTemplates").await;
-    let (items, owners) = merge_keyed(&fanned, "uriTemplate", "resource template");
+    let (mut items, owners) = merge_keyed(&fanned, "uriTemplate", "resource template");
+    curate_resources(&mut items, "uriTemplate", cx.route.filter.overrides());
     let merged = MergedList::new(
         "resourceTemplates",
         items,

@@ -97,6 +97,9 @@ pub async fn route_catalog(cx: &Cx<'_>) -> Arc<Catalog> {
             .with_label_values(&[&d.upstream, d.kind.as_str()])
             .inc();
     }
+    for origin in &catalog.unmatched {
+        tracing::warn!(route = %cx.route.path, %origin, "override names no tool this route lists");
+    }
     for id in &catalog.degraded {
         tracing::warn!(upstream = %id, route = %cx.route.path, "upstream degraded: serving its last good list or none");
     }
