@@ -564,6 +564,9 @@ tests:
       # Pod a starts dropping log lines at minute 4; pod b never does.
       - {series: 'junction_log_lines_dropped_total{$sel,pod="a"}', values: '0 0 0 0 50+50x16'}
       - {series: 'junction_log_lines_dropped_total{$sel,pod="b"}', values: '0x20'}
+      # Upstream crm's tools drift from their pins at minute 5 on both pods.
+      - {series: 'junction_tools_quarantined{$sel,pod="a",upstream="crm"}', values: '0x4 2x15'}
+      - {series: 'junction_tools_quarantined{$sel,pod="b",upstream="crm"}', values: '0x4 2x15'}
     alert_rule_test:
       - {eval_time: 3m, alertname: JunctionUpstreamDown, exp_alerts: []}
       - eval_time: 10m
@@ -633,6 +636,14 @@ tests:
             exp_annotations:
               summary: Junction a drops log lines
               description: 'Junction a dropped log lines, access lines among them: its stderr is not read fast enough (8 MiB were waiting). Check the node''s log collector.'
+      - {eval_time: 3m, alertname: JunctionToolQuarantined, exp_alerts: []}
+      - eval_time: 10m
+        alertname: JunctionToolQuarantined
+        exp_alerts:
+          - exp_labels: {severity: warning, namespace: $namespace, upstream: crm}
+            exp_annotations:
+              summary: Tools of upstream crm are quarantined
+              description: 2 tool(s) of upstream crm no longer match their pins (or have none) and are hidden from clients. Review the change with junction catalog --diff, then update the pin file (junction catalog --write-pins) if it is wanted.
 EOF
   check "promtool test rules: alerts fire and stay quiet as intended" \
     bash -c "cd '$work/rules-default' && '$promtool' test rules tests.yaml"

@@ -47,6 +47,14 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Show how each pinned upstream's tools differ from their pins
+        /// (`upstreams[].pins`), instead of the catalog.
+        #[arg(long, conflicts_with = "write_pins")]
+        diff: bool,
+        /// Record every pinned upstream's tools as listed now into its pin
+        /// file: the operator's approval of what they review with --diff.
+        #[arg(long)]
+        write_pins: bool,
     },
     /// Run a demo MCP server on stdio (`weather`: modern era, `notes`: handshake era).
     #[command(hide = true)]
@@ -62,9 +70,20 @@ fn main() -> ExitCode {
         Command::Validate { config } => return validate(&config),
         Command::Demo { kind } => demo(&kind),
         Command::Run { config } => runtime().and_then(|rt| rt.block_on(run(config))),
-        Command::Catalog { config, json } => {
-            runtime().and_then(|rt| rt.block_on(catalog(config, json)))
-        }
+        Command::Catalog {
+            config,
+            json,
+            diff,
+            write_pins,
+        } => runtime().and_then(|rt| {
+            rt.block_on(async {
+                if diff || write_pins {
+                    pins(config, write_pins).await
+                } else {
+                    catalog(config, json).await
+                }
+            })
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -128,6 +147,7 @@ async fn run(path: PathBuf) -> anyhow::Result<()> {
         junction_config::LogFormat::Text => junction_telemetry::LogFormat::Text,
     };
     let _log = junction_telemetry::init_logging(format, &config.log.level);
+    let _audit = start_audit(&config.audit)?;
     let registry = prometheus::Registry::new();
     #[cfg(target_os = "linux")]
     {
@@ -177,6 +197,40 @@ async fn run(path: PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The audit log, when `audit.enabled`: its file opened now, so a path
+/// that cannot be written fails the start, and opened again on SIGHUP (log
+/// rotation). Hold the guard until the end: dropping it writes out what waits.
+fn start_audit(
+    audit: &junction_config::AuditConfig,
+) -> anyhow::Result<Option<junction_telemetry::LogGuard>> {
+    use junction_config::AuditFile;
+    use junction_telemetry::audit::{self, AuditTarget};
+    if !audit.enabled {
+        return Ok(None);
+    }
+    let target = match &audit.file {
+        Some(AuditFile::Path(path)) => AuditTarget::File(path),
+        // Validation requires a file once enabled: this is `stderr`.
+        Some(AuditFile::Stderr) | None => AuditTarget::Stderr,
+    };
+    let guard = audit::install(target).with_context(|| match &audit.file {
+        Some(AuditFile::Path(path)) => format!("opening the audit file {}", path.display()),
+        _ => "starting the audit log".to_owned(),
+    })?;
+    #[cfg(unix)]
+    if let AuditTarget::File(_) = target {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut hup) = signal(SignalKind::hangup()) {
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    audit::reopen();
+                }
+            });
+        }
+    }
+    Ok(Some(guard))
+}
+
 async fn shutdown_signal() {
     #[cfg(unix)]
     {
@@ -197,6 +251,109 @@ async fn shutdown_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
+}
+
+/// `junction catalog --diff` / `--write-pins`: every upstream with `pins`,
+/// its tools as listed now against its pin file.
+async fn pins(path: PathBuf, write: bool) -> anyhow::Result<()> {
+    use junction_catalog::pins::{changes, pin, pinned_part, PinFile};
+    let config = load(&path)?;
+    let _log = junction_telemetry::init_logging(junction_telemetry::LogFormat::Text, "warn");
+    let pinned: Vec<(String, PathBuf, std::time::Duration)> = config
+        .upstreams
+        .iter()
+        .filter_map(|u| Some((u.id.clone(), u.pins.as_ref()?.file.clone(), u.list_ttl)))
+        .collect();
+    if pinned.is_empty() {
+        anyhow::bail!("no upstream has `pins`: nothing to compare");
+    }
+    let deadline = config.catalog.list_deadline;
+    let registry = prometheus::Registry::new();
+    // Writing pins must work before the files exist.
+    let state = if write {
+        let mut config = config;
+        for u in &mut config.upstreams {
+            u.pins = None;
+        }
+        build_state(config, &registry).await?
+    } else {
+        build_state(config, &registry).await?
+    };
+    let mut differ = 0;
+    for (id, file, ttl) in &pinned {
+        let Some(u) = state.upstreams.get(id) else {
+            continue;
+        };
+        let listed = state.cache.get(u.source.as_ref(), *ttl, deadline).await;
+        if listed.status == junction_catalog::ListStatus::Missing {
+            anyhow::bail!("upstream {id} did not list its tools; nothing was compared");
+        }
+        let now: Vec<(String, serde_json::Map<String, serde_json::Value>)> = listed
+            .tools
+            .iter()
+            .filter_map(|t| {
+                let o = t.as_object()?;
+                Some((o.get("name")?.as_str()?.to_owned(), o.clone()))
+            })
+            .collect();
+        if write {
+            let pins = PinFile {
+                tools: now.iter().map(|(n, o)| (n.clone(), pin(o))).collect(),
+            };
+            let text = serde_json::to_string_pretty(&pins)?
+                + "
+";
+            std::fs::write(file, text)
+                .with_context(|| format!("upstream {id}: writing {}", file.display()))?;
+            println!("{id}: {} tool(s) pinned in {}", now.len(), file.display());
+            continue;
+        }
+        let old: PinFile = match std::fs::read(file) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .with_context(|| format!("upstream {id}: pin file {}", file.display()))?,
+            Err(e) => anyhow::bail!("upstream {id}: pin file {}: {e}", file.display()),
+        };
+        for (name, tool) in &now {
+            match old.tools.get(name) {
+                None => {
+                    differ += 1;
+                    println!("{id}/{name}: new, not pinned");
+                }
+                Some(p) if p.digest != junction_catalog::pins::digest(tool) => {
+                    differ += 1;
+                    let now = pinned_part(tool);
+                    println!("{id}/{name}: changed");
+                    for member in changes(&p.definition, &now) {
+                        println!("  {member}:");
+                        println!(
+                            "    pinned: {}",
+                            p.definition
+                                .get(&member)
+                                .unwrap_or(&serde_json::Value::Null)
+                        );
+                        println!(
+                            "    now:    {}",
+                            now.get(&member).unwrap_or(&serde_json::Value::Null)
+                        );
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        for name in old
+            .tools
+            .keys()
+            .filter(|n| !now.iter().any(|(m, _)| m == *n))
+        {
+            differ += 1;
+            println!("{id}/{name}: pinned, no longer listed");
+        }
+    }
+    state.shutdown().await;
+    if !write {
+        println!("{differ} difference(s) from the pins");
+    }
+    Ok(())
 }
 
 async fn catalog(path: PathBuf, json: bool) -> anyhow::Result<()> {

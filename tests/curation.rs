@@ -182,3 +182,124 @@ async fn junction_catalog_shows_the_curated_names_and_refuses_one_that_matches_n
         "{stderr}"
     );
 }
+
+fn pinned_config(sdk: &str, pins: &Path, unpinned: &str) -> String {
+    format!(
+        r#"
+server: {{listen: 127.0.0.1:0}}
+upstreams:
+  - id: py
+    url: "{sdk}"
+    pins: {{file: "{}", unpinned: {unpinned}}}
+"#,
+        pins.display()
+    )
+}
+
+async fn junction(args: &[&str], config: &Path) -> std::process::Output {
+    tokio::process::Command::new(bin())
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .output()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_tool_whose_definition_drifts_from_its_pin_is_quarantined() {
+    let sdk = python_server("py-mcp2", "server_modern.py", &["--stateless", "--json"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let pins = dir.path().join("py-pins.json");
+    let config = dir.path().join("gateway.yaml");
+    std::fs::write(&config, pinned_config(&sdk.url, &pins, "quarantine")).unwrap();
+
+    // The operator reviews and records the tools as they are listed now.
+    let wrote = junction(&["catalog", "--write-pins"], &config).await;
+    assert!(
+        wrote.status.success(),
+        "{}",
+        String::from_utf8_lossy(&wrote.stderr)
+    );
+    let gw = spawn_gateway(bin(), &std::fs::read_to_string(&config).unwrap()).await;
+    let c = TestClient::modern(&gw.url("/mcp"));
+    assert_eq!(
+        c.call_tool("py__py_echo", json!({"text": "hi"}))
+            .await
+            .status,
+        200
+    );
+    drop(gw);
+
+    // What was reviewed differs from what the upstream lists now (as after a
+    // silent change upstream), and one tool was never reviewed.
+    let mut file: Value = serde_json::from_slice(&std::fs::read(&pins).unwrap()).unwrap();
+    file["tools"]["py_echo"]["definition"]["description"] = json!("Echo the text back.");
+    file["tools"]["py_echo"]["digest"] = json!("sha256:reviewed-before-the-change");
+    file["tools"].as_object_mut().unwrap().remove("py_add");
+    std::fs::write(&pins, file.to_string()).unwrap();
+
+    let diff = junction(&["catalog", "--diff"], &config).await;
+    let out = String::from_utf8_lossy(&diff.stdout);
+    assert!(out.contains("py/py_echo: changed"), "{out}");
+    assert!(out.contains("description:"), "{out}");
+    assert!(out.contains("py/py_add: new, not pinned"), "{out}");
+
+    let gw = spawn_gateway(bin(), &std::fs::read_to_string(&config).unwrap()).await;
+    let c = TestClient::modern(&gw.url("/mcp"));
+    let list = c.request("tools/list", json!({})).await;
+    let names: Vec<&str> = list.result()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        !names.contains(&"py__py_echo") && !names.contains(&"py__py_add"),
+        "{names:?}"
+    );
+    assert!(names.contains(&"py__py_lookup"), "{names:?}");
+    let refused = c.call_tool("py__py_echo", json!({"text": "hi"})).await;
+    assert_eq!(refused.status, 403, "{:?}", refused.body);
+    assert_eq!(refused.error_code(), Some(-31005));
+    let message = refused.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("quarantined") && message.contains("description"),
+        "{message}"
+    );
+    let scrape = TestClient::modern(&gw.url("/metrics"))
+        .raw("GET", vec![], vec![])
+        .await;
+    let scrape = String::from_utf8_lossy(&scrape.raw);
+    assert_eq!(
+        junction_testkit::metric(
+            &scrape,
+            "junction_tools_dropped_total{reason=\"quarantined\",upstream=\"py\"}"
+        ),
+        Some(2.0),
+        "{scrape}"
+    );
+    assert_eq!(
+        junction_testkit::metric(&scrape, "junction_tools_quarantined{upstream=\"py\"}"),
+        Some(2.0),
+        "{scrape}"
+    );
+    drop(gw);
+
+    // `unpinned: allow` lets the unreviewed one through, not the drifted one.
+    std::fs::write(&config, pinned_config(&sdk.url, &pins, "allow")).unwrap();
+    let gw = spawn_gateway(bin(), &std::fs::read_to_string(&config).unwrap()).await;
+    let c = TestClient::modern(&gw.url("/mcp"));
+    assert_eq!(
+        c.call_tool("py__py_add", json!({"a": 1, "b": 2}))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        c.call_tool("py__py_echo", json!({"text": "x"}))
+            .await
+            .status,
+        403
+    );
+}

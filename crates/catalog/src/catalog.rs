@@ -41,6 +41,8 @@ pub enum DropKind {
     NameCollision,
     /// `tools.drop_secret_headers` and an annotation that looks like a secret.
     SecretHeader,
+    /// Its definition differs from its pin, or it has none (`pins`).
+    Quarantined,
 }
 
 impl DropKind {
@@ -55,6 +57,7 @@ impl DropKind {
             DropKind::Duplicate => "duplicate",
             DropKind::NameCollision => "name_collision",
             DropKind::SecretHeader => "secret_header",
+            DropKind::Quarantined => "quarantined",
         }
     }
 }
@@ -82,6 +85,8 @@ pub struct Catalog {
     /// Config key paths of tool overrides that matched no listed tool (known
     /// only when no upstream is degraded).
     pub unmatched: Vec<String>,
+    /// (name a client would call, why) of each tool held back by its pin.
+    pub quarantined: Vec<(String, String)>,
     pub ttl_ms: u64,
     pub public: bool,
     /// Hash of the serialized tool list: same tools, same version.
@@ -125,6 +130,7 @@ impl Catalog {
             dropped,
             degraded,
             unmatched: Vec::new(),
+            quarantined: Vec::new(),
             ttl_ms,
             public,
             version: u64::from_be_bytes(first),

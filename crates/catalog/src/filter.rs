@@ -1,10 +1,13 @@
 //! How a route curates its upstreams' tools: include/exclude globs over
-//! exposed tool names, leaving out secret-looking headers, and overrides
-//! (`overrides`).
+//! exposed tool names, leaving out secret-looking headers, overrides
+//! (`overrides`) and the upstreams' pins (`pins`).
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
+use std::collections::BTreeMap;
+
 use crate::overrides::Overrides;
+use crate::pins::Pins;
 use crate::CatalogError;
 
 /// `include` empty means every tool; `exclude` always wins over `include`.
@@ -15,6 +18,8 @@ pub struct ToolFilter {
     exclude: GlobSet,
     drop_secret_headers: bool,
     overrides: Overrides,
+    /// Per upstream id: the reviewed definitions its tools must match.
+    pins: BTreeMap<String, Pins>,
 }
 
 impl Default for ToolFilter {
@@ -24,6 +29,7 @@ impl Default for ToolFilter {
             exclude: GlobSet::empty(),
             drop_secret_headers: false,
             overrides: Overrides::default(),
+            pins: BTreeMap::new(),
         }
     }
 }
@@ -55,7 +61,18 @@ impl ToolFilter {
             exclude: build(exclude)?,
             drop_secret_headers: false,
             overrides: Overrides::default(),
+            pins: BTreeMap::new(),
         })
+    }
+
+    /// The pins of the route's upstreams that have any.
+    pub fn with_pins(mut self, pins: BTreeMap<String, Pins>) -> Self {
+        self.pins = pins;
+        self
+    }
+
+    pub fn pins(&self, upstream: &str) -> Option<&Pins> {
+        self.pins.get(upstream)
     }
 
     /// The route's renames, texts, hidden and pinned properties.

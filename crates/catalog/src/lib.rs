@@ -21,6 +21,7 @@ mod memo;
 mod merge;
 mod naming;
 pub mod overrides;
+pub mod pins;
 
 pub use cache::{fan_out, Deadline, SourceError, SourcePage, ToolCache, ToolSource};
 pub use catalog::{Catalog, DropKind, Dropped, ExposedTool};
@@ -31,6 +32,7 @@ pub use memo::MergedCache;
 pub use merge::{merge, ListStatus, UpstreamTools};
 pub use naming::NamingRules;
 pub use overrides::{Override, Overrides};
+pub use pins::{PinFile, Pins};
 
 /// Errors from building catalog inputs (config-time, not per request).
 #[derive(Debug, thiserror::Error)]

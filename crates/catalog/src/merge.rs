@@ -119,6 +119,7 @@ pub fn merge(
     let mut visited = HashSet::new();
     let overrides = filter.overrides();
     let mut seen: HashSet<String> = HashSet::new();
+    let mut quarantined: Vec<(String, String)> = Vec::new();
 
     for id in order {
         if !visited.insert(id.as_str()) {
@@ -229,6 +230,12 @@ pub fn merge(
                 .tools
                 .get(&exposed)
                 .map(|o| curate_tool(o, obj, &exposed));
+            if let Some(why) = filter.pins(id).and_then(|p| p.check(original, obj)) {
+                let name = curated.as_ref().map_or(&exposed, |c| &c.exposed);
+                quarantined.push((name.clone(), why.clone()));
+                dropped.push(drop(id, original, DropKind::Quarantined, why));
+                continue;
+            }
             let (exposed, obj, pinned) = match &curated {
                 Some(c) => (c.exposed.clone(), &c.definition, c.pinned.clone()),
                 None => (exposed, obj, Vec::new()),
@@ -284,5 +291,6 @@ pub fn merge(
     };
     let mut catalog = Catalog::build(tools, dropped, degraded, ttl.unwrap_or(0), public);
     catalog.unmatched = unmatched;
+    catalog.quarantined = quarantined;
     catalog
 }

@@ -9,6 +9,7 @@
 //! This crate never binds sockets, never opens files other than the config
 //! file itself, and never returns a `Config` that failed any check.
 
+mod audit;
 mod checks;
 mod credentials;
 mod error;
@@ -18,17 +19,20 @@ mod policy;
 mod routes;
 mod server;
 mod source;
+mod status;
 mod types;
 mod upstreams;
 mod walk;
 
 use std::path::Path;
 
+pub use audit::{AuditConfig, AuditFile, AuditIncludes, AuditSwitches, AuditTool, DEFAULT_REDACT};
 pub use credentials::{ClientAuthMethod, Credentials, OAuthClient, SecretSource};
 pub use error::{ConfigError, ConfigErrors};
 pub use otel::TracingConfig;
 pub use overrides::{OverrideConfig, OverridesConfig};
 pub use server::MIN_SECRET_BYTES;
+pub use status::StatusConfig;
 pub use types::*;
 
 use walk::{Ctx, Obj};
@@ -47,6 +51,8 @@ const SECTIONS: &[&str] = &[
     "sessions",
     "log",
     "tracing",
+    "audit",
+    "status",
 ];
 
 /// Read and validate the file at `path`, then apply `env` overrides.
@@ -93,6 +99,8 @@ fn build(ctx: &mut Ctx, root: &serde_json::Value, env: &[(String, String)]) -> C
         sessions: server::sessions(ctx, r.get("sessions")),
         log: server::log(ctx, r.get("log")),
         tracing: otel::tracing(ctx, r.get("tracing")),
+        audit: audit::audit(ctx, r.get("audit"), &routes),
+        status: status::status(ctx, r.get("status"), &routes),
         server,
         upstreams,
         routes,

@@ -1,7 +1,7 @@
 //! `routes`: endpoint paths, each over a set of upstreams with name filters.
 
 use crate::checks;
-use crate::types::RouteConfig;
+use crate::types::{GuardrailConfig, RouteConfig};
 use crate::walk::{Ctx, Obj};
 
 const KEYS: &[&str] = &[
@@ -11,6 +11,7 @@ const KEYS: &[&str] = &[
     "include",
     "exclude",
     "overrides",
+    "guardrail",
 ];
 const ADMIN_PATHS: &[&str] = &["/metrics", "/healthz", "/readyz"];
 
@@ -27,6 +28,7 @@ pub(crate) fn routes(ctx: &mut Ctx, root: &Obj, ids: &[String]) -> Vec<RouteConf
             include: Vec::new(),
             exclude: Vec::new(),
             overrides: Default::default(),
+            guardrail: None,
         }];
     };
     if items.is_empty() {
@@ -70,6 +72,7 @@ pub(crate) fn routes(ctx: &mut Ctx, root: &Obj, ids: &[String]) -> Vec<RouteConf
         let include = globs(ctx, &o, "include");
         let exclude = globs(ctx, &o, "exclude");
         let overrides = crate::overrides::overrides(ctx, &o);
+        let guardrail = guardrail(ctx, &o);
         if let (Some(path), Some(upstreams)) = (route_path, upstreams) {
             out.push(RouteConfig {
                 path,
@@ -78,6 +81,7 @@ pub(crate) fn routes(ctx: &mut Ctx, root: &Obj, ids: &[String]) -> Vec<RouteConf
                 include,
                 exclude,
                 overrides,
+                guardrail,
             });
         }
     }
@@ -151,4 +155,28 @@ fn globs(ctx: &mut Ctx, o: &Obj, key: &str) -> Vec<String> {
         .into_iter()
         .filter_map(|(path, pattern)| checks::glob(ctx, &path, &pattern).map(|_| pattern))
         .collect()
+}
+
+/// `routes[].guardrail`: the webhook asked about this route's tool calls.
+fn guardrail(ctx: &mut Ctx, o: &Obj) -> Option<GuardrailConfig> {
+    let v = o.get("guardrail")?;
+    let path = o.key_path("guardrail");
+    let g = Obj::new(
+        ctx,
+        Some(v),
+        &path,
+        &["url", "timeout", "on_error", "results"],
+    );
+    let url = g
+        .required(ctx, "url")
+        .filter(|url| crate::checks::http_url(ctx, &g.key_path("url"), url, true).is_some());
+    let timeout = g.positive_duration(ctx, "timeout", std::time::Duration::from_secs(2));
+    let fail_open = matches!(g.choice(ctx, "on_error", &["deny", "allow"]), Some(1));
+    let results = g.boolean(ctx, "results", false);
+    Some(GuardrailConfig {
+        url: url?,
+        timeout,
+        fail_open,
+        results,
+    })
 }

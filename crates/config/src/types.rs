@@ -24,6 +24,9 @@ pub struct Config {
     pub sessions: SessionsConfig,
     pub log: LogConfig,
     pub tracing: crate::otel::TracingConfig,
+    pub audit: crate::audit::AuditConfig,
+    /// The read-only status page (off by default).
+    pub status: crate::status::StatusConfig,
 }
 
 impl Config {
@@ -80,6 +83,16 @@ pub struct UpstreamConfig {
     /// Every route's default overrides of this upstream's tools, prompts and
     /// resources, keyed by the upstream's own names.
     pub overrides: crate::overrides::OverridesConfig,
+    /// Reviewed tool definitions this upstream's tools must match.
+    pub pins: Option<PinsConfig>,
+}
+
+/// `upstreams[].pins`: where the reviewed definitions are, and what an
+/// unpinned tool gets (quarantine by default).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PinsConfig {
+    pub file: std::path::PathBuf,
+    pub allow_unpinned: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -158,6 +171,19 @@ pub struct RouteConfig {
     pub exclude: Vec<String>,
     /// Renames, texts, hidden and pinned properties on this route.
     pub overrides: crate::overrides::OverridesConfig,
+    /// The webhook asked about this route's tool calls.
+    pub guardrail: Option<GuardrailConfig>,
+}
+
+/// `routes[].guardrail`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GuardrailConfig {
+    pub url: String,
+    pub timeout: std::time::Duration,
+    /// `on_error: allow`: a failing hook lets calls through (default: deny).
+    pub fail_open: bool,
+    /// Results go to the hook too.
+    pub results: bool,
 }
 
 #[derive(Clone, Debug)]

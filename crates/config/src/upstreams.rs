@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::checks;
 use crate::credentials::{self, Credentials};
-use crate::types::{ProtocolPref, Transport, UpstreamConfig};
+use crate::types::{PinsConfig, ProtocolPref, Transport, UpstreamConfig};
 use crate::walk::{Ctx, Obj};
 
 const KEYS: &[&str] = &[
@@ -27,6 +27,7 @@ const KEYS: &[&str] = &[
     "max_response_bytes",
     "credentials",
     "overrides",
+    "pins",
 ];
 const HTTP_ONLY: &[&str] = &[
     "headers",
@@ -90,6 +91,26 @@ pub(crate) fn upstreams(ctx: &mut Ctx, root: &Obj) -> (Vec<UpstreamConfig>, Vec<
             );
         }
         let overrides = crate::overrides::overrides(ctx, &o);
+        let pins_path = o.key_path("pins");
+        let pins = o.get("pins").map(|v| {
+            let p = Obj::new(ctx, Some(v), &pins_path, &["file", "unpinned"]);
+            if !p.has("file") {
+                ctx.err(
+                    &p.key_path("file"),
+                    "required: the pin file (`junction catalog --write-pins` writes it)",
+                );
+            }
+            PinsConfig {
+                file: p
+                    .nonempty(ctx, "file")
+                    .map(PathBuf::from)
+                    .unwrap_or_default(),
+                allow_unpinned: matches!(
+                    p.choice(ctx, "unpinned", &["quarantine", "allow"]),
+                    Some(1)
+                ),
+            }
+        });
         if let (Some(id), Some(transport)) = (id, transport) {
             out.push(UpstreamConfig {
                 id,
@@ -99,6 +120,7 @@ pub(crate) fn upstreams(ctx: &mut Ctx, root: &Obj) -> (Vec<UpstreamConfig>, Vec<
                 list_ttl,
                 max_response_bytes,
                 overrides,
+                pins,
             });
         }
     }

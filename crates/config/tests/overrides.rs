@@ -50,3 +50,43 @@ fn bad_overrides_are_refused_with_their_key_paths() {
     );
     assert!(e.to_string().contains("already does"), "{e}");
 }
+
+#[test]
+fn a_guardrail_is_read_and_a_bad_one_refused() {
+    let c = load_str(
+        &format!("{UP}routes: [{{path: /mcp, guardrail: {{url: 'https://guard.example/check', timeout: 500ms, on_error: allow, results: true}}}}]"),
+        &[],
+    )
+    .expect("valid");
+    let g = c.routes[0].guardrail.as_ref().expect("guardrail");
+    assert_eq!(g.url, "https://guard.example/check");
+    assert_eq!(g.timeout, std::time::Duration::from_millis(500));
+    assert!(g.fail_open && g.results);
+    let d = load_str(
+        &format!("{UP}routes: [{{path: /mcp, guardrail: {{url: 'https://g/'}}}}]"),
+        &[],
+    )
+    .expect("valid");
+    let g = d.routes[0].guardrail.as_ref().expect("guardrail");
+    assert!(
+        !g.fail_open && !g.results,
+        "fail closed, requests only, by default"
+    );
+    let e = load_str(
+        &format!("{UP}routes: [{{path: /mcp, guardrail: {{url: 'ftp://g', on_error: maybe, timeout: 0s, other: 1}}}}]"),
+        &[],
+    )
+    .expect_err("invalid");
+    let mut paths = e.paths();
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            "routes[0].guardrail.on_error",
+            "routes[0].guardrail.other",
+            "routes[0].guardrail.timeout",
+            "routes[0].guardrail.url",
+        ],
+        "{e}"
+    );
+}

@@ -210,3 +210,25 @@ async fn the_limiter_says_whether_a_rule_keys_on_the_client_address() {
     .await;
     assert!(mixed.keys_on_client_ip());
 }
+
+#[tokio::test(start_paused = true)]
+async fn live_buckets_counts_each_rules_buckets_that_are_not_full() {
+    let rl = local(vec![
+        rule(
+            "per-user",
+            &[RateKey::Principal],
+            1,
+            Duration::from_secs(1),
+            5,
+        ),
+        rule("all", &[], 1, Duration::from_secs(1), 100),
+    ])
+    .await;
+    assert_eq!(rl.live_buckets(), Some(vec![0, 0]));
+    for who in ["alice", "bob", "carol"] {
+        rl.check(&call(who, "t")).await.expect("within burst");
+    }
+    assert_eq!(rl.live_buckets(), Some(vec![3, 1]));
+    tokio::time::advance(Duration::from_secs(5)).await;
+    assert_eq!(rl.live_buckets(), Some(vec![0, 0]), "refilled: full again");
+}

@@ -34,7 +34,7 @@ use tokio::sync::mpsc;
 use crate::context::Cx;
 use crate::envelope;
 use crate::error::GatewayError;
-use crate::record::Record;
+use crate::record::{Answer, Record};
 use crate::state::Replica;
 
 mod finish;
@@ -396,11 +396,11 @@ async fn continue_held(
             Err(respond(*d, open, record).await)
         }
         Ok(Resumed::Answer(Ok((bytes, o)))) => {
-            record.record(o);
+            record.record_answer(o, Answer::Message(&bytes));
             Err(Ok(crate::response::json(http::StatusCode::OK, bytes)))
         }
         Ok(Resumed::Answer(Err(e))) => {
-            record.record(e.outcome());
+            record.record_answer(e.outcome(), Answer::Failed(&e));
             Err(Err(e))
         }
         // A requestState that does not open is refused before any upstream

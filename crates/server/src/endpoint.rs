@@ -32,7 +32,7 @@ use crate::resolve::Route;
 use crate::response::{self, Body};
 use crate::state::METHOD_SLOTS;
 use crate::state::{RouteState, State};
-use crate::{admit, bridge, era, resolve};
+use crate::{admit, audit, bridge, era, resolve};
 
 /// Labels of the endpoint's ways in that are not methods of the table; each
 /// has the slot after the table's (`RouteState::ok_series`).
@@ -104,8 +104,9 @@ async fn traced(
 ) -> Response<Body> {
     use opentelemetry::trace::{FutureExt, SpanKind, TraceContextExt, Tracer};
     let parent = junction_telemetry::otel::extract(&parts.headers);
+    // Named when it is recorded (`annotate`): a dropped span costs no name.
     let span = tracer
-        .span_builder(format!("MCP {}", route.path))
+        .span_builder("MCP")
         .with_kind(SpanKind::Server)
         .start_with_context(tracer, &parent);
     let cx = parent.with_span(span);
@@ -226,6 +227,10 @@ fn annotate(cx: &Cx<'_>, label: Label, status: u16, refusal: Option<i64>, outcom
     use opentelemetry::KeyValue;
     let otel = opentelemetry::Context::current();
     let span = otel.span();
+    if !span.is_recording() {
+        return;
+    }
+    span.update_name(format!("MCP {}", cx.route.path));
     let mut attributes = vec![
         KeyValue::new("mcp.route", cx.route.path.clone()),
         KeyValue::new("mcp.method.name", label.name()),
@@ -405,7 +410,10 @@ async fn phases(
     }
 
     // 6. admit
-    admit::admit(cx, &method, &target).await.map_err(fail)?;
+    admit::admit(cx, &method, &target)
+        .await
+        .map_err(|e| audit::refused(cx, &id, &target, params.as_ref(), e))
+        .map_err(fail)?;
 
     // 7. forward: the method's handler
     let Some(row) = row else {

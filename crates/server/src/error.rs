@@ -81,6 +81,18 @@ pub enum GatewayError {
     /// refused (403) or unavailable (503). Never a fallback to another token.
     #[error("{}", .0.detail)]
     Credentials(Box<CredentialFailure>),
+    /// The route's guardrail webhook denied the call (HTTP 403).
+    #[error("denied by the route's guardrail: {reason}")]
+    GuardrailDenied { reason: String },
+    /// The route's guardrail webhook failed and the route fails closed (HTTP 503).
+    #[error(
+        "the route's guardrail did not decide ({detail}); the route refuses calls until it does"
+    )]
+    GuardrailUnavailable { detail: String },
+    /// A tool held back by its pin (`upstreams[].pins`): its definition
+    /// changed since it was reviewed, or it has none.
+    #[error("tool {tool} is quarantined: {reason}")]
+    Quarantined { tool: String, reason: String },
     #[error("rate limited by rule {rule}")]
     RateLimited { rule: String, retry_after_ms: u64 },
     /// A handshake-era client did not declare (at `initialize`) what the upstream
@@ -276,6 +288,21 @@ impl GatewayError {
                 codes::UPSTREAM_UNAVAILABLE,
                 gw(json!({"upstream": f.upstream, "reason": f.reason})),
             ),
+            GatewayError::GuardrailDenied { .. } => (
+                StatusCode::FORBIDDEN,
+                codes::FORBIDDEN,
+                gw(json!({"reason": "guardrail"})),
+            ),
+            GatewayError::GuardrailUnavailable { .. } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                codes::UPSTREAM_UNAVAILABLE,
+                gw(json!({"reason": "guardrail_unavailable"})),
+            ),
+            GatewayError::Quarantined { tool, .. } => (
+                StatusCode::FORBIDDEN,
+                codes::FORBIDDEN,
+                gw(json!({"tool": tool, "reason": "quarantined"})),
+            ),
             GatewayError::RateLimited {
                 rule,
                 retry_after_ms,
@@ -346,7 +373,10 @@ impl GatewayError {
             GatewayError::Unauthenticated { .. } | GatewayError::AuthUnavailable { .. } => {
                 "unauthenticated"
             }
-            GatewayError::Forbidden { .. } => "forbidden",
+            GatewayError::Forbidden { .. }
+            | GatewayError::Quarantined { .. }
+            | GatewayError::GuardrailDenied { .. } => "forbidden",
+            GatewayError::GuardrailUnavailable { .. } => "upstream_unavailable",
             GatewayError::Credentials(f) if f.refused => "forbidden",
             GatewayError::Credentials(_) => "upstream_unavailable",
             GatewayError::RateLimited { .. } => "rate_limited",

@@ -15,7 +15,7 @@ use crate::context::{ClientSide, Cx};
 use crate::envelope;
 use crate::error::GatewayError;
 use crate::identity;
-use crate::record::{Record, UpstreamSpan};
+use crate::record::{Answer, Record, UpstreamSpan};
 use crate::response::Body;
 use crate::state::UpstreamEntry;
 
@@ -116,7 +116,7 @@ pub async fn forward(
         Ok(s) => driver.stream = Some(s),
         Err(e) => {
             let e = GatewayError::from_upstream(&upstream.id, e);
-            record.record(e.outcome());
+            record.record_answer(e.outcome(), Answer::Failed(&e));
             if method == "tools/call" {
                 let up = i64::from(upstream.client.is_healthy());
                 cx.state

@@ -1,7 +1,7 @@
 //! The gateway's front: the listener, the both-era MCP endpoint of every
 //! route as one request pipeline in phases, the admin endpoints (`/healthz`,
-//! `/readyz`, `/metrics`) and the one mapping from errors to HTTP + JSON-RPC
-//! (`error`).
+//! `/readyz`, `/metrics`, the optional status page `status`) and the one
+//! mapping from errors to HTTP + JSON-RPC (`error`).
 //!
 //! Start reading at `listener::route`, then `endpoint::phases` (the pipeline,
 //! top-down), then `methods` (the one method table and its handlers). The
@@ -31,10 +31,12 @@ mod state;
 mod context;
 // 4: what the phases share
 mod admit;
+mod audit;
 mod bridge;
 mod caps;
 mod era;
 mod forward;
+mod guardrail;
 mod identity;
 mod notify;
 mod resolve;
@@ -46,6 +48,7 @@ mod endpoint;
 // 7: serving
 mod listener;
 mod reload;
+mod status;
 
 pub use crate::error::GatewayError;
 pub use crate::listener::{serve, warm_up, Shared};

@@ -1,5 +1,5 @@
-//! The listener and the request router: admin endpoints, then the MCP endpoint of
-//! each configured route.
+//! The listener and the request router: admin endpoints (and the status page
+//! when it is on), then the MCP endpoint of each configured route.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -19,6 +19,7 @@ use crate::context::Cx;
 use crate::endpoint;
 use crate::response::{self, Body};
 use crate::state::State;
+use crate::status::{self, ReloadLog};
 use crate::views;
 
 const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -30,6 +31,9 @@ pub struct Shared {
     pub registry: Registry,
     /// TLS acceptor when `server.tls` is set; swapped by a reload.
     pub tls: arc_swap::ArcSwapOption<tokio_rustls::TlsAcceptor>,
+    /// When the serving config was loaded and how the latest reload went
+    /// (for the status page).
+    pub reloads: ReloadLog,
 }
 
 impl Shared {
@@ -43,6 +47,7 @@ impl Shared {
             state: ArcSwap::new(state),
             registry,
             tls: arc_swap::ArcSwapOption::new(tls),
+            reloads: ReloadLog::default(),
         })
     }
 }
@@ -242,6 +247,10 @@ fn route(
                     HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
                 );
                 r
+            }
+            // Boxed: the report's futures would otherwise size every request's.
+            p if status::serves(&state, p) => {
+                Box::pin(status::respond(&state, &shared.reloads, &parts)).await
             }
             p if p.starts_with(WELL_KNOWN) => protected_resource(&state, &p[WELL_KNOWN.len()..]),
             _ => match state.routes.get(path).cloned() {

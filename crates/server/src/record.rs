@@ -1,8 +1,10 @@
 //! Recorders of upstream work, below everything that goes upstream (the
 //! tool-list source of `state`, list fan-outs, forwarded calls): a [`Record`]
-//! counts one request's outcome exactly once, and counts a request whose
-//! client left first as `cancelled`; [`UpstreamSpan`] is its span when
-//! tracing is on, and the W3C trace context the request carries upstream.
+//! counts one request's outcome exactly once (with what the call ended
+//! with, [`Answer`], for a recorder that asks: the audit log), and counts a
+//! request whose client left first as `cancelled`; [`UpstreamSpan`] is its
+//! span when tracing is on, and the W3C trace context the request carries
+//! upstream.
 
 /// Records a call's outcome label once: [`Record::record`] with the
 /// outcome, or, once [`Record::arm`]ed (the call went upstream), `cancelled`
@@ -14,10 +16,29 @@ pub struct Record {
     armed: bool,
 }
 
-type RecordFn = Box<dyn FnOnce(&str) + Send>;
+type RecordFn = Box<dyn FnOnce(&str, Answer<'_>) + Send>;
+
+/// What a call ended with, for a recorder that wants more than its outcome
+/// label (the audit log: [`Record::answered`]).
+#[derive(Clone, Copy)]
+pub enum Answer<'a> {
+    /// Not known where the outcome was recorded (cancelled, or counted
+    /// before the answer was made).
+    Unknown,
+    /// The JSON-RPC message the client got: a result or an upstream's error.
+    Message(&'a [u8]),
+    /// Junction's error the client got.
+    Failed(&'a crate::error::GatewayError),
+}
 
 impl Record {
     pub fn new(f: impl FnOnce(&str) + Send + 'static) -> Record {
+        Record::answered(move |outcome: &str, _: Answer<'_>| f(outcome))
+    }
+
+    /// A recorder that is also told what the call ended with, where that
+    /// is known ([`Record::record_answer`]).
+    pub fn answered(f: impl FnOnce(&str, Answer<'_>) + Send + 'static) -> Record {
         Record {
             f: Some(Box::new(f)),
             armed: false,
@@ -44,9 +65,14 @@ impl Record {
         self.armed = true;
     }
 
-    pub fn record(mut self, outcome: &str) {
+    pub fn record(self, outcome: &str) {
+        self.record_answer(outcome, Answer::Unknown);
+    }
+
+    /// [`Record::record`], with what the client got.
+    pub fn record_answer(mut self, outcome: &str, answer: Answer<'_>) {
         if let Some(f) = self.f.take() {
-            f(outcome);
+            f(outcome, answer);
         }
     }
 }
@@ -54,7 +80,7 @@ impl Record {
 impl Drop for Record {
     fn drop(&mut self) {
         if let Some(f) = self.f.take().filter(|_| self.armed) {
-            f("cancelled");
+            f("cancelled", Answer::Unknown);
         }
     }
 }
@@ -95,18 +121,22 @@ pub struct UpstreamSpan(opentelemetry::Context);
 impl UpstreamSpan {
     /// `None` (one atomic load) while tracing is off.
     pub fn start(upstream: &str, method: &str) -> Option<UpstreamSpan> {
-        use opentelemetry::trace::{SpanKind, TraceContextExt, Tracer};
+        use opentelemetry::trace::{Span, SpanKind, TraceContextExt, Tracer};
         use opentelemetry::KeyValue;
         let tracer = junction_telemetry::otel::tracer()?;
         let parent = opentelemetry::Context::current();
-        let span = tracer
-            .span_builder(format!("{method} {upstream}"))
+        // A span the sampler drops costs no name and no attributes.
+        let mut span = tracer
+            .span_builder("upstream")
             .with_kind(SpanKind::Client)
-            .with_attributes([
+            .start_with_context(tracer, &parent);
+        if span.is_recording() {
+            span.update_name(format!("{method} {upstream}"));
+            span.set_attributes([
                 KeyValue::new("junction.upstream", upstream.to_owned()),
                 KeyValue::new("mcp.method.name", method.to_owned()),
-            ])
-            .start_with_context(tracer, &parent);
+            ]);
+        }
         Some(UpstreamSpan(parent.with_span(span)))
     }
 
@@ -119,6 +149,9 @@ impl UpstreamSpan {
     pub fn end(self, outcome: &str) {
         use opentelemetry::trace::{Status, TraceContextExt};
         let span = self.0.span();
+        if !span.is_recording() {
+            return span.end();
+        }
         span.set_attribute(opentelemetry::KeyValue::new(
             "junction.outcome",
             outcome.to_owned(),

@@ -1,7 +1,8 @@
 //! Hot reload: on SIGHUP or when the config file's bytes change, parse →
 //! validate → build the whole new state aside → one atomic swap. A bad config
 //! keeps the old state serving, logs why, and sets
-//! `junction_config_last_reload_success` to 0. Upstream clients the new state no
+//! `junction_config_last_reload_success` to 0. Either way the outcome is kept
+//! for the status page (`Shared::reloads`). Upstream clients the new state no
 //! longer uses are shut down after the shutdown grace period, so in-flight
 //! requests on them finish first.
 
@@ -101,6 +102,7 @@ pub async fn reload(shared: &Shared, path: &Path) -> bool {
                 .with_label_values(&["success"])
                 .inc();
             metrics.config_last_reload_success.set(1);
+            shared.reloads.record(Ok(()));
             tracing::info!(config = %path.display(), retired = retired.len(), "config reloaded");
             tokio::spawn(crate::listener::warm_up(state));
             tokio::spawn(async move {
@@ -117,6 +119,7 @@ pub async fn reload(shared: &Shared, path: &Path) -> bool {
                 .with_label_values(&["failure"])
                 .inc();
             metrics.config_last_reload_success.set(0);
+            shared.reloads.record(Err(&e));
             tracing::error!(config = %path.display(), error = %e, "config reload failed; the previous config keeps serving");
             false
         }

@@ -82,6 +82,13 @@ async fn tool(
 }
 
 fn unknown_tool(cx: &Cx<'_>, catalog: &Catalog, name: &str) -> GatewayError {
+    // A tool held back by its pin says why, so the operator can act.
+    if let Some((_, why)) = catalog.quarantined.iter().find(|(n, _)| n == name) {
+        return GatewayError::Quarantined {
+            tool: name.to_owned(),
+            reason: why.clone(),
+        };
+    }
     // A prefixed name of an upstream that is down is an availability problem,
     // not a typo: say so.
     let sep = &cx.route.naming.separator;

@@ -1,11 +1,13 @@
-//! Metric families and log setup. One `prometheus::Registry` is made in `main` and
-//! passed down; every subsystem registers its families here, so names and label
-//! sets are decided in one file. Labels are bounded: config names, methods and
-//! outcomes only; never ids, arguments or error text.
+//! Metric families, log setup and the audit log (`audit`). One
+//! `prometheus::Registry` is made in `main` and passed down; every subsystem
+//! registers its families here, so names and label sets are decided in one
+//! file. Labels are bounded: config names, methods and outcomes only; never
+//! ids, arguments or error text.
 
 use std::sync::OnceLock;
 
 mod access;
+pub mod audit;
 pub mod otel;
 mod writer;
 
@@ -72,6 +74,11 @@ pub struct MetricFamilies {
     pub upstream_credentials_total: IntCounterVec,
     /// Finished spans the export queue had no room for (`otel`).
     pub trace_spans_dropped_total: IntCounter,
+    /// Tools held back by their pins, per upstream, as of the last merge.
+    pub tools_quarantined: IntGaugeVec,
+    /// A route's guardrail webhook: its decisions, and how long it took.
+    pub guardrail_decisions_total: IntCounterVec,
+    pub guardrail_duration_seconds: HistogramVec,
     pub tools_dropped_total: IntCounterVec,
     pub catalog_lookups_total: IntCounterVec,
     pub tool_call_duration_seconds: HistogramVec,
@@ -231,6 +238,27 @@ impl Metrics {
                 ),
                 &["upstream", "kind", "outcome"],
             )?,
+            guardrail_decisions_total: IntCounterVec::new(
+                Opts::new(
+                    "junction_guardrail_decisions_total",
+                    "Guardrail webhook decisions (allow, deny, rewrite, error_allowed, error_denied) by route and phase",
+                ),
+                &["route", "phase", "decision"],
+            )?,
+            guardrail_duration_seconds: HistogramVec::new(
+                HistogramOpts::new(
+                    "junction_guardrail_duration_seconds",
+                    "Time the guardrail webhook took to decide, by route and phase",
+                ),
+                &["route", "phase"],
+            )?,
+            tools_quarantined: IntGaugeVec::new(
+                Opts::new(
+                    "junction_tools_quarantined",
+                    "Tools of an upstream held back because their definition no longer matches its pin (or has none)",
+                ),
+                &["upstream"],
+            )?,
             trace_spans_dropped_total: IntCounter::new(
                 "junction_trace_spans_dropped_total",
                 "Finished spans dropped because the export queue (tracing.max_queue) was full",
@@ -329,39 +357,51 @@ impl Metrics {
         registry.register(Box::new(m.upstream_connections.clone()))?;
         registry.register(Box::new(m.upstream_credentials_total.clone()))?;
         registry.register(Box::new(m.trace_spans_dropped_total.clone()))?;
-        registry.register(Box::new(DroppedLogLines::new()?))?;
+        registry.register(Box::new(m.tools_quarantined.clone()))?;
+        registry.register(Box::new(m.guardrail_decisions_total.clone()))?;
+        registry.register(Box::new(m.guardrail_duration_seconds.clone()))?;
+        registry.register(Box::new(DroppedLines::new(
+            "junction_log_lines_dropped_total",
+            "Log lines dropped because stderr did not keep up",
+            writer::dropped_lines,
+        )?))?;
+        registry.register(Box::new(DroppedLines::new(
+            "junction_audit_lines_dropped_total",
+            "Audit lines dropped because the audit file did not keep up",
+            audit::dropped_lines,
+        )?))?;
         Ok(Metrics(std::sync::Arc::new(m)))
     }
 }
 
-/// `junction_log_lines_dropped_total`: the log writer's count
-/// ([`writer::dropped_lines`]), brought up to date at each scrape.
-struct DroppedLogLines {
+/// `junction_log_lines_dropped_total` and `junction_audit_lines_dropped_total`:
+/// a writer's count ([`writer::dropped_lines`], [`audit::dropped_lines`]),
+/// brought up to date at each scrape.
+struct DroppedLines {
     counter: IntCounter,
+    read: fn() -> u64,
     /// One scrape at a time adds the difference.
     sync: std::sync::Mutex<()>,
 }
 
-impl DroppedLogLines {
-    fn new() -> Result<DroppedLogLines, prometheus::Error> {
-        Ok(DroppedLogLines {
-            counter: IntCounter::new(
-                "junction_log_lines_dropped_total",
-                "Log lines dropped because stderr did not keep up",
-            )?,
+impl DroppedLines {
+    fn new(name: &str, help: &str, read: fn() -> u64) -> Result<DroppedLines, prometheus::Error> {
+        Ok(DroppedLines {
+            counter: IntCounter::new(name, help)?,
+            read,
             sync: std::sync::Mutex::new(()),
         })
     }
 }
 
-impl prometheus::core::Collector for DroppedLogLines {
+impl prometheus::core::Collector for DroppedLines {
     fn desc(&self) -> Vec<&prometheus::core::Desc> {
         self.counter.desc()
     }
 
     fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
         let _one = self.sync.lock().unwrap_or_else(|e| e.into_inner());
-        let (dropped, shown) = (writer::dropped_lines(), self.counter.get());
+        let (dropped, shown) = ((self.read)(), self.counter.get());
         if dropped > shown {
             self.counter.inc_by(dropped - shown);
         }
@@ -400,6 +440,7 @@ pub fn init_logging(format: LogFormat, filter: &str) -> LogGuard {
     if !install(format, filter, buffer.clone()) {
         return LogGuard::none();
     }
+    audit::log_buffer(buffer.clone());
     access::install(buffer, format);
     guard
 }

@@ -12,7 +12,8 @@
 //! writes everything waiting in one call. Past `CAP` bytes waiting (stderr
 //! stuck), lines are dropped, counted, and reported once it moves again.
 //! Lines reach stderr up to `FLUSH_EVERY` late; a normal exit writes out
-//! everything (`LogGuard`).
+//! everything (`LogGuard`). The audit log (`audit`) runs a buffer and thread
+//! of the same kind into its file, with a dropped count of its own (`Kind`).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,7 +45,26 @@ struct Shared {
     /// Wakes the writer (closed, or `FLUSH_AT` reached) and whoever waits
     /// for it to finish (`done`).
     wake: Condvar,
+    /// What the buffer carries: its dropped count and its warning.
+    kind: &'static Kind,
 }
+
+/// One kind of line a buffer carries: the log's lines (stderr), or the
+/// audit log's (`audit`), each with its own dropped count.
+pub(crate) struct Kind {
+    pub dropped: &'static AtomicU64,
+    /// The writer thread's name.
+    pub thread: &'static str,
+    /// The warning once lines were dropped.
+    pub warning: &'static str,
+}
+
+/// The log's lines, to stderr.
+static LOG: Kind = Kind {
+    dropped: &DROPPED,
+    thread: "junction-log",
+    warning: "log lines dropped: stderr did not keep up",
+};
 
 #[derive(Default)]
 struct State {
@@ -63,10 +83,11 @@ impl Shared {
 }
 
 impl LogBuffer {
-    fn new() -> LogBuffer {
+    fn new(kind: &'static Kind) -> LogBuffer {
         LogBuffer(Arc::new(Shared {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
+            kind,
         }))
     }
 
@@ -75,7 +96,7 @@ impl LogBuffer {
         let mut state = self.0.lock();
         let len = state.waiting.len();
         if len + lines.len() > CAP {
-            DROPPED.fetch_add(1, Ordering::Relaxed);
+            self.0.kind.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
         state.waiting.extend_from_slice(lines);
@@ -150,12 +171,20 @@ impl Drop for LogGuard {
     }
 }
 
-/// A buffer and its writer thread writing to `out`.
+/// A buffer and its writer thread writing log lines to `out`.
 pub(crate) fn start<W: Write + Send + 'static>(out: W) -> std::io::Result<(LogBuffer, LogGuard)> {
-    let buffer = LogBuffer::new();
+    start_kind(out, &LOG)
+}
+
+/// A buffer and its writer thread writing lines of `kind` to `out`.
+pub(crate) fn start_kind<W: Write + Send + 'static>(
+    out: W,
+    kind: &'static Kind,
+) -> std::io::Result<(LogBuffer, LogGuard)> {
+    let buffer = LogBuffer::new(kind);
     let shared = buffer.0.clone();
     let thread = std::thread::Builder::new()
-        .name("junction-log".into())
+        .name(kind.thread.into())
         .spawn(move || write_out(&shared, out))?;
     let guard = LogGuard {
         buffer: Some(buffer.clone()),
@@ -166,8 +195,9 @@ pub(crate) fn start<W: Write + Send + 'static>(out: W) -> std::io::Result<(LogBu
 
 fn write_out<W: Write>(shared: &Shared, mut out: W) {
     let mut batch = Vec::new();
+    let dropped = || shared.kind.dropped.load(Ordering::Relaxed);
     // Drops already reported in a warning.
-    let mut reported = dropped_lines();
+    let mut reported = dropped();
     loop {
         let closed = {
             let mut state = shared.lock();
@@ -188,13 +218,13 @@ fn write_out<W: Write>(shared: &Shared, mut out: W) {
                 batch = Vec::new();
             }
         }
-        let total = dropped_lines();
+        let total = dropped();
         if total > reported {
             // Logged like any line, so it has the configured format; it goes
-            // out with the next batch.
+            // out with the next (log) batch.
             let dropped = total - reported;
             reported = total;
-            tracing::warn!(dropped, "log lines dropped: stderr did not keep up");
+            tracing::warn!(dropped, "{}", shared.kind.warning);
         }
         if closed {
             shared.lock().done = true;

@@ -188,6 +188,39 @@ impl Breaker {
     pub(crate) fn is_healthy(&self) -> bool {
         matches!(self.lock().phase, Phase::Closed { .. })
     }
+
+    /// The phase as the status page shows it.
+    pub(crate) fn state(&self) -> BreakerState {
+        match self.lock().phase {
+            Phase::Closed { failures } => BreakerState::Closed { failures },
+            Phase::Open { until } => BreakerState::Open {
+                retry_in: until.saturating_duration_since(Instant::now()),
+            },
+            Phase::HalfOpen => BreakerState::HalfOpen,
+        }
+    }
+}
+
+/// Where an upstream's circuit breaker stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BreakerState {
+    /// Requests pass; `failures` consecutive ones failed so far.
+    Closed { failures: u32 },
+    /// Requests fail fast; the next probe may go in `retry_in`.
+    Open { retry_in: Duration },
+    /// One probe is in flight.
+    HalfOpen,
+}
+
+impl BreakerState {
+    /// `closed`, `open` or `half_open`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            BreakerState::Closed { .. } => "closed",
+            BreakerState::Open { .. } => "open",
+            BreakerState::HalfOpen => "half_open",
+        }
+    }
 }
 
 #[cfg(test)]
@@ -220,6 +253,26 @@ mod tests {
         fail(&b);
         assert!(!b.is_healthy());
         assert!(b.admit().is_none(), "open: fail fast");
+        assert_eq!(
+            b.state(),
+            BreakerState::Open {
+                retry_in: Duration::from_secs(10)
+            }
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_state_names_the_phase() {
+        let b = Breaker::new(cfg());
+        fail(&b);
+        assert_eq!(b.state(), BreakerState::Closed { failures: 1 });
+        for _ in 0..4 {
+            fail(&b);
+        }
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let _probe = b.admit();
+        assert_eq!(b.state(), BreakerState::HalfOpen);
+        assert_eq!(b.state().as_str(), "half_open");
     }
 
     #[tokio::test(start_paused = true)]

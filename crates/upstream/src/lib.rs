@@ -17,6 +17,7 @@ mod envelope;
 mod era;
 mod error;
 mod http;
+mod observed;
 mod sse;
 mod stdio;
 mod stream;
@@ -31,10 +32,11 @@ use junction_protocol::jsonrpc::{RawParams, RpcError};
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 
-pub use breaker::BreakerConfig;
+pub use breaker::{BreakerConfig, BreakerState};
 pub use era::{Era, EraPref};
 pub use error::UpstreamError;
 pub use http::{TokenFuture, TokenSource};
+pub use observed::LastError;
 pub use stream::{Bridged, ResponseStream, ServerRequest};
 pub use watch::{Change, Changes};
 
@@ -207,6 +209,8 @@ pub struct Upstream {
     watch: watch::WatchState,
     breaker: breaker::Breaker,
     tools_memo: std::sync::Mutex<Option<ToolsMemo>>,
+    /// The latest failure and answer time, for the status page.
+    observed: observed::Observed,
 }
 
 /// The first `tools/list` page as last received: its `tools` array's bytes
@@ -284,6 +288,7 @@ impl Upstream {
             watch: watch::WatchState::new(CHANGES_CAPACITY),
             breaker: breaker::Breaker::new(breaker),
             tools_memo: std::sync::Mutex::new(None),
+            observed: observed::Observed::default(),
         }))
     }
 
@@ -327,6 +332,35 @@ impl Upstream {
         self.breaker.is_healthy()
     }
 
+    /// The era as known now, without probing: `None` until the first
+    /// request learned it (and for a stdio upstream whose child is gone).
+    pub fn known_era(&self) -> Option<Era> {
+        match &self.transport {
+            Transport::Http(t) => t.known_era(),
+            Transport::Stdio(t) => t.known_era(),
+        }
+    }
+
+    /// Where the circuit breaker stands.
+    pub fn breaker_state(&self) -> BreakerState {
+        self.breaker.state()
+    }
+
+    /// The latest request (a call, a list page) that failed without an
+    /// answer from the upstream: unreachable, timed out, HTTP error, broken
+    /// protocol. Kept after later successes; requests the open breaker
+    /// refused do not replace it.
+    pub fn last_error(&self) -> Option<LastError> {
+        self.observed.last_error()
+    }
+
+    /// How long the latest answered request (a call, a list page) took
+    /// until its answer began: the whole page for a list, the first message
+    /// or headers for a call. `None` before the first answer.
+    pub fn latency(&self) -> Option<Duration> {
+        self.observed.latency()
+    }
+
     /// Send one request; its deadline covers the era probe, connect and the
     /// whole response. Fails fast with `Unavailable("circuit open")` while the
     /// breaker is open. A request that provably never left Junction
@@ -334,8 +368,11 @@ impl Upstream {
     /// upstream is ever sent twice.
     pub async fn request(&self, req: UpstreamRequest) -> Result<ResponseStream, UpstreamError> {
         let permit = self.admit()?;
-        let result = self.send_retrying(&req).await;
+        // The deadline's start, and the latency's.
+        let started = Instant::now();
+        let result = self.send_retrying(&req, started).await;
         permit.record(breaker::Outcome::of(&result));
+        self.observed.record(started, &result);
         result
     }
 
@@ -345,8 +382,13 @@ impl Upstream {
             .ok_or_else(|| UpstreamError::Unavailable("circuit open".to_owned()))
     }
 
-    async fn send_retrying(&self, req: &UpstreamRequest) -> Result<ResponseStream, UpstreamError> {
-        let deadline = Instant::now() + req.timeout.unwrap_or(self.timeout);
+    /// `started`: when the request's deadline (its timeout) began.
+    async fn send_retrying(
+        &self,
+        req: &UpstreamRequest,
+        started: Instant,
+    ) -> Result<ResponseStream, UpstreamError> {
+        let deadline = started + req.timeout.unwrap_or(self.timeout);
         match self.send_once(req, deadline).await {
             Err(UpstreamError::Unavailable(why)) if Instant::now() + RETRY_PAUSE < deadline => {
                 tracing::debug!(upstream = %self.id, error = %why, "nothing was sent; retrying once");
@@ -382,12 +424,14 @@ impl Upstream {
         cursor: Option<String>,
     ) -> Result<ToolsPage, UpstreamError> {
         let permit = self.admit()?;
+        let started = Instant::now();
         let mut result = self.list_once(cursor.as_deref()).await;
         if result.as_ref().is_err_and(list_retry_helps) {
             tracing::debug!(upstream = %self.id, "retrying tools/list once");
             result = self.list_once(cursor.as_deref()).await;
         }
         permit.record(breaker::Outcome::of(&result));
+        self.observed.record(started, &result);
         result
     }
 
@@ -399,11 +443,14 @@ impl Upstream {
             params.insert("cursor".to_owned(), envelope::raw_string(raw));
         }
         let mut stream = self
-            .send_retrying(&UpstreamRequest {
-                method: "tools/list".to_owned(),
-                params,
-                ..UpstreamRequest::default()
-            })
+            .send_retrying(
+                &UpstreamRequest {
+                    method: "tools/list".to_owned(),
+                    params,
+                    ..UpstreamRequest::default()
+                },
+                Instant::now(),
+            )
             .await?;
         while let Some(event) = stream.next().await {
             match event? {

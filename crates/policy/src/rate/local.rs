@@ -67,6 +67,17 @@ impl Buckets {
         verdict
     }
 
+    /// Buckets of rule `index` that hold fewer tokens than a full one (a
+    /// full bucket behaves like a missing one, so only these carry state).
+    /// Reads every shard of the rule's map: for the status page, not per request.
+    pub(crate) fn live(&self, index: usize, rule: &Rule) -> usize {
+        let Some(map) = self.maps.get(index) else {
+            return 0;
+        };
+        let now = self.base.elapsed().as_nanos() * u128::from(rule.rate);
+        map.iter().filter(|e| *e.value() > now).count()
+    }
+
     #[cfg(test)]
     fn len(&self, index: usize) -> usize {
         self.maps.get(index).map_or(0, DashMap::len)
@@ -104,5 +115,18 @@ mod tests {
         }
         assert!(b.len(0) < SWEEP_MIN_LEN, "idle buckets were dropped");
         assert!(b.check(0, &r, "k0").is_ok(), "a swept bucket is full");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn live_counts_buckets_that_are_not_full() {
+        let b = Buckets::new(1);
+        let r = rule(1, Duration::from_secs(1), 2);
+        assert_eq!(b.live(0, &r), 0);
+        assert!(b.check(0, &r, "a").is_ok());
+        assert!(b.check(0, &r, "b").is_ok());
+        assert_eq!(b.live(0, &r), 2);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(b.live(0, &r), 0, "refilled buckets are full again");
+        assert_eq!(b.live(5, &r), 0, "no such rule");
     }
 }

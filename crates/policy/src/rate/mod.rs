@@ -165,6 +165,22 @@ impl RateLimiter {
         self.backend_failures.load(Ordering::Relaxed)
     }
 
+    /// Per rule, in config order: how many of its buckets are not full (see
+    /// `local::Buckets::live`). `None` for Redis, where buckets live in
+    /// Redis and expire there. Walks every bucket: for a status page.
+    pub fn live_buckets(&self) -> Option<Vec<usize>> {
+        match &self.backend {
+            Backend::Local(b) => Some(
+                self.rules
+                    .iter()
+                    .enumerate()
+                    .map(|(i, rule)| b.live(i, rule))
+                    .collect(),
+            ),
+            Backend::Redis(_) => None,
+        }
+    }
+
     /// Whether any rule applies to `method` (lets callers skip building keys).
     pub fn applies_to(&self, method: &str) -> bool {
         self.rules.iter().any(|r| r.applies_to(method))

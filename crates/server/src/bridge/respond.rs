@@ -9,12 +9,14 @@ use tokio::sync::mpsc;
 use super::{Driver, Next};
 use crate::cancel::Cancel;
 use crate::error::GatewayError;
+use crate::record::Answer;
 use crate::response::{self, Body};
 
 /// Streams or returns what the driver produces. Output starts as plain JSON;
 /// the first relayed notification (or a question for a handshake-era client)
-/// switches it to SSE. `record` gets the outcome label once (armed: a response
-/// or stream dropped before the end counts as `cancelled`).
+/// switches it to SSE. `record` gets the outcome label once, with the final
+/// message or error (armed: a response or stream dropped before the end
+/// counts as `cancelled`).
 pub async fn respond(
     mut d: Driver,
     open: prometheus::IntGauge,
@@ -31,11 +33,11 @@ pub async fn respond(
         };
         match next {
             Next::Done(Ok((bytes, outcome))) => {
-                record.record(outcome);
+                record.record_answer(outcome, Answer::Message(&bytes));
                 return Ok(response::json(StatusCode::OK, bytes));
             }
             Next::Done(Err(e)) => {
-                record.record(e.outcome());
+                record.record_answer(e.outcome(), Answer::Failed(&e));
                 return Err(e);
             }
             Next::Notify(n) if !d.sse_ok => drop(n),
@@ -75,15 +77,15 @@ pub async fn respond(
                 }
                 Next::Switch => {
                     let e = GatewayError::Unsupported("bridge asked to switch twice".into());
-                    record.record(e.outcome());
+                    record.record_answer(e.outcome(), Answer::Failed(&e));
                     error_bytes(Some(&d.id), &e.render().1)
                 }
                 Next::Done(Ok((bytes, outcome))) => {
-                    record.record(outcome);
+                    record.record_answer(outcome, Answer::Message(&bytes));
                     bytes
                 }
                 Next::Done(Err(e)) => {
-                    record.record(e.outcome());
+                    record.record_answer(e.outcome(), Answer::Failed(&e));
                     error_bytes(Some(&d.id), &e.render().1)
                 }
             };

@@ -14,10 +14,12 @@ use serde_json::Value;
 
 use super::Request;
 use crate::admit;
+use crate::audit;
 use crate::context::{param_str, Cx, Target};
 use crate::error::GatewayError;
 use crate::forward::{self, Outbound};
-use crate::record::Record;
+use crate::guardrail::{self, Verdict};
+use crate::record::{Answer, Record};
 use crate::resolve::object_or_absent;
 use crate::response::Body;
 use crate::views::{self, ListShape};
@@ -107,6 +109,41 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
         params.insert("arguments".into(), merged);
         value
     };
+    // The route's guardrail sees the arguments as they would go upstream, and
+    // may refuse them or hand back others. Boxed: most routes have none.
+    let guarded = cx.route.guardrail.as_ref().map(|g| {
+        let call = guardrail::Call {
+            route: &cx.route.path,
+            principal: cx.identity.as_ref().map(|p| p.subject.as_str()),
+            tool: &tool.exposed,
+            upstream: &tool.upstream,
+            upstream_tool: &tool.original,
+            metrics: &cx.state.metrics,
+        };
+        (g, call)
+    });
+    let arguments = match &guarded {
+        None => arguments,
+        Some((g, call)) => {
+            let asked = Box::pin(g.request(call, params.get("arguments").map(|a| &**a))).await;
+            match asked {
+                Ok(Verdict::Allow) => arguments,
+                Ok(Verdict::Rewrite(new)) => {
+                    let value = serde_json::from_str(new.get()).ok();
+                    params.insert("arguments".into(), new);
+                    value
+                }
+                Err(e) => {
+                    // A refusal is an audit event like an authorization one.
+                    let now = std::time::Instant::now();
+                    if let Some(call) = audit::start(cx, id, tool, &params, now) {
+                        call.failed(&e);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    };
     let param_headers = if upstream.is_http {
         xmcp::extract(&tool.header_params, arguments.as_ref())
             .map_err(|e| GatewayError::InvalidParams(e.to_string()))?
@@ -114,6 +151,8 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
         Vec::new()
     };
     let started = std::time::Instant::now();
+    // With the audit log on, the call's line (arguments as they go upstream).
+    let audit = audit::start(cx, id, tool, &params, started);
     // The recorder keeps the catalog, not copies of the tool's names.
     let record = {
         let (m, ok, catalog) = (
@@ -121,11 +160,18 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
             upstream.call_ok.clone(),
             Arc::clone(&catalog),
         );
-        Record::new(move |o: &str| {
+        let count = move |o: &str| {
             if let Some(t) = catalog.tools.get(index) {
                 record_call(&m, &ok, &t.upstream, &t.exposed, o, started);
             }
-        })
+        };
+        match audit.clone() {
+            None => Record::new(count),
+            Some(call) => Record::answered(move |o: &str, answer: Answer<'_>| {
+                count(o);
+                call.end(o, answer);
+            }),
+        }
     };
     // The upstream knows the tool by its original name: `name` is there (the
     // target was resolved from it), replaced in place, its key kept.
@@ -137,11 +183,66 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
         params,
         param_headers,
         record,
-        relay_notifications: true,
+        // A result the guardrail checks arrives whole, not as a stream.
+        relay_notifications: !guarded.as_ref().is_some_and(|(g, _)| g.checks_results()),
         on_result: None,
         unknown_name: None,
     };
-    forward::forward(cx, id, &client, upstream, &tool.exposed, out).await
+    let answered = forward::forward(cx, id, &client, upstream, &tool.exposed, out).await;
+    let answered = match (&guarded, answered) {
+        (Some((g, call)), Ok(response)) if g.checks_results() => {
+            Box::pin(check_result(id, g, call, response)).await
+        }
+        (_, answered) => answered,
+    };
+    if let (Some(call), Err(e)) = (&audit, &answered) {
+        // Refused on its way upstream (requestState, the caller's upstream
+        // credentials) before its recorder had anything to count.
+        call.failed(e);
+    }
+    answered
+}
+
+/// The guardrail's result phase on a whole JSON answer: allowed as it is,
+/// rewritten, or refused. A streamed answer (server requests bridged to a
+/// handshake-era client) and an upstream's error pass unchecked.
+async fn check_result(
+    id: &Id,
+    g: &guardrail::Guardrail,
+    call: &guardrail::Call<'_>,
+    response: Response<Body>,
+) -> Result<Response<Body>, GatewayError> {
+    use http_body_util::BodyExt;
+    #[derive(serde::Deserialize)]
+    struct Answered {
+        result: Option<Box<serde_json::value::RawValue>>,
+    }
+    let is_json = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == b"application/json");
+    if !is_json {
+        return Ok(response);
+    }
+    let (parts, body) = response.into_parts();
+    // A JSON answer is always whole (`Full`): collecting it cannot wait.
+    let bytes = match body.collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(never) => match never {},
+    };
+    let result = serde_json::from_slice::<Answered>(&bytes)
+        .ok()
+        .and_then(|a| a.result);
+    let Some(result) = result else {
+        return Ok(Response::from_parts(parts, crate::response::full(bytes)));
+    };
+    match g.result(call, &result).await? {
+        Verdict::Allow => Ok(Response::from_parts(parts, crate::response::full(bytes))),
+        Verdict::Rewrite(new) => Ok(crate::response::json(
+            http::StatusCode::OK,
+            junction_protocol::jsonrpc::result_bytes(id, &new),
+        )),
+    }
 }
 
 /// `upstream_ok`: the upstream's `tools/call` series with outcome `ok`, kept

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use junction_catalog::{
-    Catalog, Deadline, NamingRules, Override, Overrides, SourceError, SourcePage, ToolCache,
-    ToolFilter, ToolSource,
+    Catalog, Deadline, NamingRules, Override, Overrides, PinFile, Pins, SourceError, SourcePage,
+    ToolCache, ToolFilter, ToolSource,
 };
 use junction_config::{
     Config, Credentials, ProtocolPref, RouteConfig, SecretSource, Transport, UpstreamConfig,
@@ -83,6 +83,8 @@ pub struct RouteState {
     /// lists runs out. Checked first, so a warm request costs one atomic load,
     /// one clock read and this lock instead of a cache lookup per upstream.
     pub warm: Mutex<Option<WarmMemo>>,
+    /// The webhook asked about this route's tool calls (`guardrail`).
+    pub guardrail: Option<crate::guardrail::Guardrail>,
     /// `requests_total` / `request_duration_seconds` with outcome `ok`, one
     /// per slot of a method label (the endpoint's method table gives each
     /// label its slot and checks at compile time that they fit).
@@ -112,6 +114,9 @@ pub struct State {
     pub replica: Arc<Replica>,
     /// `headers.forward`, parsed.
     pub forward: junction_policy::ForwardList,
+    /// SHA-256 of the status page's bearer token (`status.token_env` /
+    /// `token_file`), read at each build; `None`: the page asks for none.
+    pub status_token: Option<[u8; 32]>,
 }
 
 pub struct Auth {
@@ -304,9 +309,27 @@ impl State {
                 },
             );
         }
+        // Pins come from files the operator approves: read once per build,
+        // the same on every replica.
+        let mut pins = std::collections::BTreeMap::new();
+        for (index, u) in config.upstreams.iter().enumerate() {
+            let Some(p) = &u.pins else { continue };
+            let file = read_pins(&p.file).map_err(|message| BuildError::Upstream {
+                index,
+                id: u.id.clone(),
+                message,
+            })?;
+            pins.insert(
+                u.id.clone(),
+                Pins {
+                    file,
+                    allow_unpinned: p.allow_unpinned,
+                },
+            );
+        }
         let mut routes = HashMap::new();
         for (index, r) in config.routes.iter().enumerate() {
-            let route = route_state(r, &config).map_err(|message| BuildError::Route {
+            let route = route_state(r, &config, &pins).map_err(|message| BuildError::Route {
                 index,
                 path: r.path.clone(),
                 message,
@@ -365,6 +388,7 @@ impl State {
                 }
             })?),
         };
+        let status_token = status_token(&config, env)?;
         let replica = previous.map_or_else(Arc::default, |p| p.replica.clone());
         // Lists of upstreams that are gone or changed can never be served again.
         replica
@@ -382,6 +406,7 @@ impl State {
             auth,
             rate_limiter,
             replica,
+            status_token,
         })
     }
 
@@ -408,7 +433,49 @@ impl State {
     }
 }
 
-fn route_state(r: &RouteConfig, config: &Config) -> Result<RouteState, String> {
+/// The digest of the status page's token, when the page is on and asks for one.
+fn status_token(
+    config: &Config,
+    env: &HashMap<String, String>,
+) -> Result<Option<[u8; 32]>, BuildError> {
+    use sha2::{Digest, Sha256};
+    let status = &config.status;
+    let Some(source) = status.token.as_ref().filter(|_| status.enabled) else {
+        return Ok(None);
+    };
+    let failed = |message: String| BuildError::Policy {
+        section: "status",
+        message,
+    };
+    let token = match source {
+        SecretSource::Env(name) => env
+            .get(name)
+            .cloned()
+            .ok_or_else(|| failed(format!("token_env: environment variable {name} is not set")))?,
+        SecretSource::File(path) => std::fs::read_to_string(path)
+            .map_err(|e| failed(format!("token_file {}: {e}", path.display())))?,
+    };
+    match token.trim() {
+        "" => Err(failed("the token is empty".into())),
+        token => Ok(Some(Sha256::digest(token.as_bytes()).into())),
+    }
+}
+
+fn read_pins(path: &std::path::Path) -> Result<PinFile, String> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        format!(
+            "pins.file {}: {e} (junction catalog --write-pins writes it)",
+            path.display()
+        )
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| format!("pins.file {}: {e}", path.display()))
+}
+
+fn route_state(
+    r: &RouteConfig,
+    config: &Config,
+    pins: &std::collections::BTreeMap<String, Pins>,
+) -> Result<RouteState, String> {
     let naming = NamingRules {
         separator: config.tools.separator.clone(),
         prefix: r.prefix,
@@ -417,12 +484,27 @@ fn route_state(r: &RouteConfig, config: &Config) -> Result<RouteState, String> {
     let filter = ToolFilter::new(&r.include, &r.exclude)
         .map_err(|e| e.to_string())?
         .dropping_secret_headers(config.tools.drop_secret_headers)
-        .with_overrides(route_overrides(r, config, &naming));
+        .with_overrides(route_overrides(r, config, &naming))
+        .with_pins(
+            r.upstreams
+                .iter()
+                .filter_map(|id| Some((id.clone(), pins.get(id)?.clone())))
+                .collect(),
+        );
     Ok(RouteState {
         path: r.path.clone(),
         upstreams: r.upstreams.clone(),
         naming,
         filter,
+        guardrail: match &r.guardrail {
+            None => None,
+            Some(g) => Some(crate::guardrail::Guardrail::new(
+                &g.url,
+                g.timeout,
+                g.fail_open,
+                g.results,
+            )?),
+        },
         merged: Mutex::new(None),
         warm: Mutex::new(None),
         ok_series: Default::default(),

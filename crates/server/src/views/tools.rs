@@ -110,6 +110,18 @@ pub async fn route_catalog(cx: &Cx<'_>) -> Arc<Catalog> {
             .upstream_tools
             .with_label_values(&[&u.id])
             .set(n as i64);
+        if cx.route.filter.pins(&u.id).is_some() {
+            let held = catalog
+                .dropped
+                .iter()
+                .filter(|d| d.upstream == u.id && d.kind == junction_catalog::DropKind::Quarantined)
+                .count();
+            state
+                .metrics
+                .tools_quarantined
+                .with_label_values(&[&u.id])
+                .set(held as i64);
+        }
     }
     if let Ok(mut memo) = cx.route.merged.lock() {
         *memo = Some((fingerprint, catalog.clone()));

@@ -137,6 +137,15 @@ impl HttpTransport {
         Ok(self.ensure_ready(deadline).await?.era())
     }
 
+    /// The era learned so far (a pinned `modern` needs no probe).
+    pub(crate) fn known_era(&self) -> Option<Era> {
+        match (self.ready.load().as_deref(), self.pref) {
+            (Some(ready), _) => Some(ready.era()),
+            (None, EraPref::Modern) => Some(Era::Modern),
+            (None, EraPref::Auto | EraPref::Legacy) => None,
+        }
+    }
+
     async fn ensure_ready(&self, deadline: Instant) -> Result<Arc<Ready>, UpstreamError> {
         if let Some(r) = self.ready.load_full() {
             return Ok(r);

@@ -81,6 +81,11 @@ impl StdioTransport {
         Ok(self.ensure_ready().await?.era.clone())
     }
 
+    /// The era of the running child, if there is one.
+    pub(crate) fn known_era(&self) -> Option<Era> {
+        self.live().map(|r| r.era.clone())
+    }
+
     fn live(&self) -> Option<Arc<Ready>> {
         self.current
             .load_full()

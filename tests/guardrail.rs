@@ -1,0 +1,135 @@
+//! A route's guardrail webhook end to end: a real webhook process
+//! (`tests/guardrail/hook.py`) that allows, denies, rewrites a request or a
+//! result, answers too late, and crashes, in front of the official Python SDK
+//! server; fail-closed and fail-open routes. Everything on 127.0.0.1.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use junction_testkit::peers::{python, python_server, repo, spawn_peer};
+use junction_testkit::{spawn_gateway, TestClient, TestResponse};
+use serde_json::{json, Value};
+use tokio::process::Command;
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_junction"))
+}
+
+fn text(r: &TestResponse) -> String {
+    r.result()["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text in {:?}", r.body))
+        .to_owned()
+}
+
+fn log(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_guardrail_allows_denies_rewrites_and_fails_as_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let hook_log = dir.path().join("hook.jsonl");
+    let mut cmd = Command::new(python("py-oauth"));
+    cmd.arg(repo().join("tests/guardrail/hook.py"))
+        .arg("--log")
+        .arg(&hook_log);
+    let hook = spawn_peer(cmd, "guardrail hook").await;
+    let sdk = python_server("py-mcp2", "server_modern.py", &["--stateless", "--json"]).await;
+    let yaml = format!(
+        r#"
+server: {{listen: 127.0.0.1:0}}
+upstreams: [{{id: py, url: "{sdk}"}}]
+routes:
+  - path: /strict
+    guardrail: {{url: "{hook}", timeout: 1s, on_error: deny, results: true}}
+  - path: /lenient
+    guardrail: {{url: "{hook}", timeout: 1s, on_error: allow}}
+"#,
+        sdk = sdk.url,
+        hook = hook.url,
+    );
+    let gw = spawn_gateway(bin(), &yaml).await;
+    let strict = TestClient::modern(&gw.url("/strict"))
+        .with_header("authorization", "Bearer never-for-the-hook");
+    let lenient = TestClient::modern(&gw.url("/lenient"));
+    let echo = |c: &TestClient, t: &str| {
+        let (c, t) = (c.url().to_owned(), t.to_owned());
+        async move {
+            TestClient::modern(&c)
+                .call_tool("py__py_echo", json!({"text": t}))
+                .await
+        }
+    };
+
+    // Allowed: both phases asked, with who, what and the arguments.
+    let ok = strict
+        .call_tool("py__py_echo", json!({"text": "hello"}))
+        .await;
+    assert_eq!(text(&ok), "hello", "{}", gw.stderr());
+    let seen = log(&hook_log);
+    assert_eq!(seen.len(), 2, "{seen:#?}");
+    let req = &seen[0]["body"];
+    assert_eq!(req["phase"], "request");
+    assert_eq!(req["route"], "/strict");
+    assert_eq!(req["tool"], "py__py_echo");
+    assert_eq!(req["upstream"], "py");
+    assert_eq!(req["upstream_tool"], "py_echo");
+    assert_eq!(req["arguments"], json!({"text": "hello"}));
+    assert_eq!(seen[1]["body"]["phase"], "result");
+    assert_eq!(seen[1]["body"]["result"]["content"][0]["text"], "hello");
+    let headers = seen[0]["headers"].to_string().to_lowercase();
+    assert!(!headers.contains("never-for-the-hook"), "{headers}");
+
+    // Denied: a clear error, never forwarded.
+    let denied = echo(&strict, "deny-me").await;
+    assert_eq!(denied.status, 403, "{:?}", denied.body);
+    assert_eq!(denied.error_code(), Some(-31005));
+    assert!(
+        denied.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no denials today"),
+        "{:?}",
+        denied.body
+    );
+    // Rewritten request, rewritten result.
+    assert_eq!(text(&echo(&strict, "rewrite-me").await), "rewritten");
+    assert_eq!(text(&echo(&strict, "a leak here").await), "[filtered]");
+    // Too slow: fail closed on one route, open on the other.
+    let slow = echo(&strict, "slow").await;
+    assert_eq!(slow.status, 503, "{:?}", slow.body);
+    assert_eq!(text(&echo(&lenient, "slow").await), "slow");
+
+    // The hook crashes mid-request: the lenient route lets the call through,
+    // and with the hook gone the strict route refuses.
+    assert_eq!(text(&echo(&lenient, "crash").await), "crash");
+    let gone = echo(&strict, "after").await;
+    assert_eq!(gone.status, 503, "{:?}", gone.body);
+
+    let scrape = TestClient::modern(&gw.url("/metrics"))
+        .raw("GET", vec![], vec![])
+        .await;
+    let scrape = String::from_utf8_lossy(&scrape.raw);
+    let count = |route: &str, phase: &str, decision: &str| {
+        junction_testkit::metric(
+            &scrape,
+            &format!("junction_guardrail_decisions_total{{decision=\"{decision}\",phase=\"{phase}\",route=\"{route}\"}}"),
+        )
+        .unwrap_or(0.0)
+    };
+    assert_eq!(count("/strict", "request", "deny"), 1.0, "{scrape}");
+    assert_eq!(count("/strict", "request", "rewrite"), 1.0, "{scrape}");
+    assert_eq!(count("/strict", "result", "rewrite"), 1.0, "{scrape}");
+    assert_eq!(count("/strict", "request", "error_denied"), 2.0, "{scrape}");
+    assert_eq!(
+        count("/lenient", "request", "error_allowed"),
+        2.0,
+        "{scrape}"
+    );
+}
