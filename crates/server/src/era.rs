@@ -65,8 +65,11 @@ pub fn legacy(cx: &Cx<'_>, method: &str) -> Result<ClientSide, GatewayError> {
     let (session, key) = cx.require_session(|| {
         GatewayError::SessionRequired("Mcp-Session-Id header is required after initialize".into())
     })?;
+    // The header SHOULD be the negotiated version; another handshake-era
+    // version Junction serves is accepted as the SDKs' servers do (the session
+    // keeps its own), only an unsupported one is refused.
     if let Some(v) = cx.header(names::MCP_PROTOCOL_VERSION) {
-        if v != session.v {
+        if v != session.v && !version::is_legacy(v) {
             return Err(GatewayError::HeaderMismatch(format!(
                 "MCP-Protocol-Version {v:?} differs from the session's negotiated {:?}",
                 session.v

@@ -78,6 +78,9 @@ pub(crate) type ReplyFuture<'a> =
 /// `key`'s call off when its stream goes.
 pub(crate) trait Roster: Send + Sync {
     fn leave(&self, key: u64);
+
+    /// Hands `r` to the one call that can take it, or gives it back.
+    fn hand(&self, r: ServerRequest) -> Result<(), ServerRequest>;
 }
 
 /// One call's share of the server requests that arrived naming no call (a
@@ -138,6 +141,9 @@ pub struct ResponseStream {
     guard: Option<CancelGuard>,
     replier: Option<Arc<dyn Reply>>,
     strays: Option<Strays>,
+    /// Where this stream's server requests go when read with `next` (a
+    /// session's GET stream: they name no call).
+    roster: Option<Arc<dyn Roster>>,
 }
 
 impl ResponseStream {
@@ -150,7 +156,15 @@ impl ResponseStream {
             guard,
             replier: None,
             strays: None,
+            roster: None,
         }
+    }
+
+    /// `next` hands this stream's server requests to the one call of `roster`
+    /// in flight instead of refusing them.
+    pub(crate) fn with_roster(mut self, roster: Arc<dyn Roster>) -> Self {
+        self.roster = Some(roster);
+        self
     }
 
     pub(crate) fn with_strays(mut self, strays: Strays) -> Self {
@@ -165,18 +179,29 @@ impl ResponseStream {
 
     /// Next event. Notifications come first, in order; the stream ends after a
     /// `Result`, an `Error` or an `Err`. Progress does not extend the deadline.
-    /// Server requests are refused here (`-32601`); read with `next_bridged`
-    /// to answer them yourself.
+    /// Server requests are refused here (`-32601`), or handed to a call of
+    /// the stream's roster (`with_roster`); read with `next_bridged` to answer
+    /// them yourself.
     pub async fn next(&mut self) -> Option<Result<UpstreamEvent, UpstreamError>> {
         loop {
             match self.next_bridged().await? {
                 Ok(Bridged::Event(e)) => return Some(Ok(e)),
                 Err(e) => return Some(Err(e)),
                 Ok(Bridged::ServerRequest(r)) => {
-                    let err = RpcError::new(
-                        codes::METHOD_NOT_FOUND,
-                        format!("junction does not offer {} to upstreams", r.method),
-                    );
+                    let (r, why) = match &self.roster {
+                        Some(roster) => match roster.hand(r) {
+                            Ok(()) => continue,
+                            Err(r) => {
+                                let why = format!("junction cannot tell which call {} belongs to: send it related to its request", r.method);
+                                (r, why)
+                            }
+                        },
+                        None => {
+                            let why = format!("junction does not offer {} to upstreams", r.method);
+                            (r, why)
+                        }
+                    };
+                    let err = RpcError::new(codes::METHOD_NOT_FOUND, why);
                     if let Err(e) = self.reply(&r.id, Err(err)).await {
                         tracing::debug!(error = %e, "refusing a server request failed");
                     }

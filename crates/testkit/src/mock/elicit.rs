@@ -5,6 +5,9 @@
 //! `structuredContent = {"answers": {"<request id>": <result or error>}}`.
 //! For the gateway's era-bridging tests (several requests in one round, some of
 //! them for capabilities the client lacks). Lax about headers; records every body.
+//! `start_unrelated` sends the requests on the session's GET stream instead,
+//! naming no call (as the TypeScript SDK's `server.request(...)` without
+//! `relatedRequestId` does); with no GET stream open they are dropped.
 
 use super::http::{error_body, result_body, Body};
 use super::lock;
@@ -31,6 +34,9 @@ struct State {
     asks: Vec<(String, Value)>,
     recorded: Vec<Value>,
     waiting: HashMap<String, oneshot::Sender<Value>>,
+    /// Asks go to the GET stream (`start_unrelated`), whose sender this is once open.
+    unrelated: bool,
+    get_stream: Option<mpsc::Sender<Value>>,
 }
 
 /// A running asking upstream on 127.0.0.1; dropping it stops it.
@@ -45,12 +51,31 @@ impl AskingUpstream {
     /// `asks`: (method, params) of every server request `ask_all` sends; their
     /// ids are `ask-0`, `ask-1`, … in this order.
     pub async fn start(asks: Vec<(&str, Value)>) -> AskingUpstream {
+        Self::start_with(asks, false).await
+    }
+
+    /// Like `start`, but the requests go on the session's GET stream (405
+    /// otherwise), related to no call; dropped while no GET stream is open.
+    pub async fn start_unrelated(asks: Vec<(&str, Value)>) -> AskingUpstream {
+        Self::start_with(asks, true).await
+    }
+
+    /// Whether a GET stream is open (`start_unrelated`).
+    pub fn get_stream_open(&self) -> bool {
+        lock(&self.state)
+            .get_stream
+            .as_ref()
+            .is_some_and(|tx| !tx.is_closed())
+    }
+
+    async fn start_with(asks: Vec<(&str, Value)>, unrelated: bool) -> AskingUpstream {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .unwrap_or_else(|e| panic!("AskingUpstream cannot bind 127.0.0.1:0: {e}"));
         let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
         let state = Arc::new(Mutex::new(State {
             asks: asks.into_iter().map(|(m, p)| (m.to_owned(), p)).collect(),
+            unrelated,
             ..State::default()
         }));
         let shared = state.clone();
@@ -124,6 +149,11 @@ fn empty(status: u16) -> Response<Body> {
 }
 
 async fn handle(state: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body> {
+    if req.method() == hyper::Method::GET && lock(state).unrelated {
+        let (tx, rx) = mpsc::channel::<Value>(16);
+        lock(state).get_stream = Some(tx);
+        return sse_response(rx);
+    }
     if req.method() != hyper::Method::POST {
         return empty(405);
     }
@@ -173,8 +203,13 @@ fn ask_all(state: &Arc<Mutex<State>>, call_id: Value) -> Response<Body> {
     let (tx, rx) = mpsc::channel::<Value>(16);
     let mut waits = Vec::new();
     let mut requests = Vec::new();
+    let asks_to;
     {
         let mut s = lock(state);
+        asks_to = match (s.unrelated, &s.get_stream) {
+            (false, _) => Some(tx.clone()),
+            (true, get) => get.clone(),
+        };
         let asks = s.asks.clone();
         for (i, (method, params)) in asks.into_iter().enumerate() {
             let rid = format!("ask-{i}");
@@ -185,9 +220,12 @@ fn ask_all(state: &Arc<Mutex<State>>, call_id: Value) -> Response<Body> {
         }
     }
     tokio::spawn(async move {
-        for r in requests {
-            if tx.send(r).await.is_err() {
-                return;
+        // Unrelated asks with no GET stream open are dropped (the TS SDK does so).
+        if let Some(to) = asks_to {
+            for r in requests {
+                if to.send(r).await.is_err() {
+                    return;
+                }
             }
         }
         let mut answers = Map::new();
@@ -209,6 +247,11 @@ fn ask_all(state: &Arc<Mutex<State>>, call_id: Value) -> Response<Body> {
                             "structuredContent": payload, "isError": false});
         let _ = tx.send(result_body(&call_id, result)).await;
     });
+    sse_response(rx)
+}
+
+/// An SSE response of the messages `rx` yields.
+fn sse_response(rx: mpsc::Receiver<Value>) -> Response<Body> {
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await

@@ -65,9 +65,10 @@ pub(super) struct Side {
     calls: Arc<Calls>,
 }
 
-/// The calls in flight on the side session, for requests from its GET stream.
+/// The calls in flight on a handshake-era session (the side session here, or
+/// a handshake-era upstream's own), for requests from its GET stream.
 #[derive(Default)]
-struct Calls {
+pub(super) struct Calls {
     open: Mutex<HashMap<u64, mpsc::Sender<ServerRequest>>>,
     next: AtomicU64,
     /// A reader holds the GET stream.
@@ -81,24 +82,35 @@ impl Roster for Calls {
     fn leave(&self, key: u64) {
         lock(&self.open).remove(&key);
     }
-}
 
-impl Calls {
-    /// Hand `r` to the one call in flight, or refuse it.
-    async fn route(&self, r: ServerRequest, responder: &Responder) {
+    /// To the one call in flight; with none or several, back.
+    fn hand(&self, r: ServerRequest) -> Result<(), ServerRequest> {
         let only = {
             let open = lock(&self.open);
             (open.len() == 1)
                 .then(|| open.values().next().cloned())
                 .flatten()
         };
-        let r = match only {
-            Some(tx) => match tx.try_send(r) {
-                Ok(()) => return,
-                Err(e) => e.into_inner(),
-            },
-            None => r,
-        };
+        match only {
+            Some(tx) => tx.try_send(r).map_err(|e| e.into_inner()),
+            None => Err(r),
+        }
+    }
+}
+
+impl Calls {
+    /// Registers a call about to be sent (before the POST: the upstream may
+    /// ask at once); its `Strays` takes what `hand` gives it.
+    pub(super) fn enlist(self: &Arc<Self>) -> Strays {
+        let (tx, rx) = mpsc::channel(STRAYS_PER_CALL);
+        let key = self.next.fetch_add(1, Ordering::Relaxed);
+        lock(&self.open).insert(key, tx);
+        Strays::new(rx, key, self.clone())
+    }
+
+    /// Hand `r` to the one call in flight, or refuse it.
+    async fn route(&self, r: ServerRequest, responder: &Responder) {
+        let Err(r) = self.hand(r) else { return };
         let err = RpcError::new(
             codes::METHOD_NOT_FOUND,
             format!(
@@ -133,10 +145,7 @@ impl Side {
         if !current.as_ref().is_some_and(|s| Arc::ptr_eq(s, ready)) {
             return None;
         }
-        let (tx, rx) = mpsc::channel(STRAYS_PER_CALL);
-        let key = self.calls.next.fetch_add(1, Ordering::Relaxed);
-        lock(&self.calls.open).insert(key, tx);
-        Some(Strays::new(rx, key, self.calls.clone()))
+        Some(self.calls.enlist())
     }
 
     fn backing_off(&self) -> bool {

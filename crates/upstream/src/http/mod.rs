@@ -72,6 +72,10 @@ pub(crate) struct HttpTransport {
     init_lock: tokio::sync::Mutex<()>,
     /// The handshake-era session of a dual-era upstream (`dual.rs`).
     side: dual::Side,
+    /// Handshake-era clients' calls in flight on a handshake-era upstream's
+    /// own session: server requests of its GET stream (read by the change
+    /// watcher, `standing_stream`) that name no call go to the one in flight.
+    calls: Arc<dual::Calls>,
 }
 
 /// Why one attempt did not produce a stream.
@@ -126,6 +130,7 @@ impl HttpTransport {
             ready: ArcSwapOption::empty(),
             init_lock: tokio::sync::Mutex::new(()),
             side: dual::Side::default(),
+            calls: Arc::default(),
         })
     }
 
@@ -268,7 +273,7 @@ impl HttpTransport {
         deadline: Instant,
     ) -> Result<ResponseStream, UpstreamError> {
         let ready = self.ready_for(req, deadline).await?;
-        let strays = self.side.enlist(&ready);
+        let strays = self.enlist(&ready, req);
         match self.attempt(&ready, req, deadline).await {
             Ok(stream) => Ok(with_strays(stream, strays)),
             Err(Attempt::Failed(e)) => Err(e),
@@ -276,7 +281,7 @@ impl HttpTransport {
                 tracing::debug!(upstream = %self.wire.upstream, "legacy session expired; re-initializing");
                 self.invalidate(&ready);
                 let ready = self.ready_for(req, deadline).await?;
-                let strays = self.side.enlist(&ready);
+                let strays = self.enlist(&ready, req);
                 match self.attempt(&ready, req, deadline).await {
                     Ok(stream) => Ok(with_strays(stream, strays)),
                     Err(Attempt::Failed(e)) => Err(e),
@@ -287,6 +292,30 @@ impl HttpTransport {
                 }
             }
         }
+    }
+
+    /// A call's share of the server requests naming no call, when it goes over
+    /// a handshake-era session (with an `Mcp-Session-Id`) for a handshake-era client:
+    /// a dual-era upstream's side session, or a handshake-era upstream's own.
+    /// Modern clients' calls are not enlisted (unchanged: such requests are refused).
+    fn enlist(&self, ready: &Arc<Ready>, req: &UpstreamRequest) -> Option<Strays> {
+        if let Some(strays) = self.side.enlist(ready) {
+            return Some(strays);
+        }
+        let own = req.handshake_client
+            && matches!(
+                ready.as_ref(),
+                Ready::Legacy {
+                    session: Some(_),
+                    ..
+                }
+            )
+            && self
+                .ready
+                .load()
+                .as_ref()
+                .is_some_and(|r| Arc::ptr_eq(r, ready));
+        own.then(|| self.calls.enlist())
     }
 
     async fn attempt(
@@ -434,7 +463,9 @@ impl HttpTransport {
         .await?
         {
             Answer::Stream(inner @ Inner::Source(_)) => Ok(Some(
-                ResponseStream::new(inner, deadline, None).with_replier(responder),
+                ResponseStream::new(inner, deadline, None)
+                    .with_replier(responder)
+                    .with_roster(self.calls.clone()),
             )),
             Answer::Status { status, body } => Err(UpstreamError::Http { status, body }),
             _ => Err(UpstreamError::Protocol(
