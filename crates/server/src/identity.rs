@@ -20,15 +20,8 @@ pub async fn authorization(
     let Some(credentials) = &upstream.credentials else {
         return Ok(None);
     };
-    let token = cx
-        .headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
+    // The token authentication validated, read the same way.
+    let token = junction_policy::bearer_token(cx.header(http::header::AUTHORIZATION));
     let null = serde_json::Value::Null;
     let claims = cx.identity.as_ref().map_or(&null, |p| &p.claims);
     let got = match token {

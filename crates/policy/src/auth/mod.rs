@@ -347,6 +347,12 @@ fn percent_decoded(s: &str) -> Vec<u8> {
     out
 }
 
+/// The bearer token of an `Authorization` value, exactly as authentication
+/// reads it (so what Junction checked is what it may carry on).
+pub fn bearer_token(authorization: Option<&str>) -> Option<&str> {
+    bearer(authorization).ok()
+}
+
 fn bearer(authorization: Option<&str>) -> Result<&str, AuthError> {
     let value = authorization.ok_or(AuthError::Missing)?.trim();
     let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));

@@ -12,13 +12,13 @@ use std::collections::BTreeMap;
 
 use http::{Response, StatusCode};
 use junction_policy::Kind;
-use junction_protocol::jsonrpc::{result_bytes, Id, RawParams};
+use junction_protocol::jsonrpc::{result_bytes, Id};
 use junction_protocol::{meta, version};
 use serde_json::{json, Map, Value};
 
 use super::Request;
 use crate::admit;
-use crate::context::{param_str, Cx};
+use crate::context::{param_str, ClientSide, Cx};
 use crate::error::GatewayError;
 use crate::names;
 use crate::response::{self, sse_event, Body};
@@ -161,21 +161,30 @@ pub async fn legacy_get(cx: &Cx<'_>) -> Result<Response<Body>, GatewayError> {
 
 /// Handshake-era `resources/subscribe`.
 pub async fn subscribe(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
-    subscription(cx, id, true, r.params.as_ref()).await
+    subscription(cx, id, true, r).await
 }
 
 /// Handshake-era `resources/unsubscribe`.
 pub async fn unsubscribe(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
-    subscription(cx, id, false, r.params.as_ref()).await
+    subscription(cx, id, false, r).await
 }
 
 async fn subscription(
     cx: &Cx<'_>,
     id: &Id,
     subscribe: bool,
-    params: Option<&RawParams>,
+    r: Request,
 ) -> Result<Response<Body>, GatewayError> {
-    let session = session_of(cx)?;
+    // The era phase opened and checked the session already.
+    let ClientSide::Legacy { session, .. } = r.client else {
+        let method = if subscribe {
+            "resources/subscribe"
+        } else {
+            "resources/unsubscribe"
+        };
+        return Err(GatewayError::LegacyMethodNotFound(method.into()));
+    };
+    let params = r.params.as_ref();
     let uri = param_str(params, "uri")?
         .map(|s| s.into_owned())
         .ok_or_else(|| GatewayError::InvalidParams("params.uri is required".into()))?;
