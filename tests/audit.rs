@@ -8,40 +8,19 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use junction_testkit::jwt::{bearer, jwks_file, token, ISSUER, PUBLIC};
 use junction_testkit::{
     spawn_gateway, Behavior, Gateway, MockSpec, MockTool, MockUpstream, TestClient,
 };
 use serde_json::{json, Value};
 
-const ISSUER: &str = "https://idp.junction.test";
-const PUBLIC: &str = "http://junction.test";
-
 fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_junction"))
 }
 
-/// A key file of the policy crate's tests.
-fn key(name: &str) -> Vec<u8> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/policy/tests/keys");
-    std::fs::read(dir.join(name)).unwrap()
-}
-
-fn token(sub: &str, scope: &str) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let claims = json!({"iss": ISSUER, "sub": sub, "aud": PUBLIC, "iat": now, "exp": now + 600, "scope": scope});
-    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
-    header.kid = Some("k1".into());
-    let pem = jsonwebtoken::EncodingKey::from_rsa_pem(&key("rsa1.pem")).unwrap();
-    jsonwebtoken::encode(&header, &claims, &pem).unwrap()
-}
-
 /// A modern client on `path` with a fresh token for `sub` and `scope`.
 fn signed_in(gw: &Gateway, path: &str, sub: &str, scope: &str) -> TestClient {
-    TestClient::modern(&gw.url(path))
-        .with_header("authorization", &format!("Bearer {}", token(sub, scope)))
+    TestClient::modern(&gw.url(path)).with_header("authorization", &bearer(&token(sub, scope)))
 }
 
 struct World {
@@ -72,11 +51,7 @@ async fn world(audit: &str, extra: &str) -> World {
     .await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("audit.jsonl");
-    let jwks: Value = serde_json::from_slice(&key("public-jwk.json")).unwrap();
-    let mut k = jwks["rsa1"].clone();
-    (k["kid"], k["alg"], k["use"]) = (json!("k1"), json!("RS256"), json!("sig"));
-    let jwks = dir.path().join("jwks.json");
-    std::fs::write(&jwks, json!({"keys": [k]}).to_string()).unwrap();
+    let jwks = jwks_file(dir.path());
     let yaml = format!(
         r#"
 server: {{listen: 127.0.0.1:0, public_url: "{PUBLIC}"}}

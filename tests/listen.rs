@@ -463,49 +463,11 @@ async fn legacy_get_stream_gets_list_changed_and_resource_updates() {
 mod scoped {
     use super::*;
     use junction_testkit::Behavior;
-    use std::path::PathBuf;
 
-    const ISSUER: &str = "https://idp.junction.test";
-    const PUBLIC: &str = "http://junction.test";
-
-    fn keys() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/policy/tests/keys")
-    }
-
-    fn jwks_file(dir: &Path) -> PathBuf {
-        let jwks: Value =
-            serde_json::from_slice(&std::fs::read(keys().join("public-jwk.json")).unwrap())
-                .unwrap();
-        let mut k = jwks["rsa1"].clone();
-        k["kid"] = json!("k1");
-        k["alg"] = json!("RS256");
-        k["use"] = json!("sig");
-        let path = dir.join("jwks.json");
-        std::fs::write(&path, json!({"keys": [k]}).to_string()).unwrap();
-        path
-    }
-
-    fn bearer(sub: &str, scope: &str) -> String {
-        bearer_for(sub, scope, 600)
-    }
+    use junction_testkit::jwt::{bearer, jwks_file, token, token_for, ISSUER, PUBLIC};
 
     fn bearer_for(sub: &str, scope: &str, lifetime_s: u64) -> String {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        let claims = json!({"iss": ISSUER, "sub": sub, "aud": PUBLIC, "iat": now,
-            "exp": now + lifetime_s, "scope": scope});
-        let pem = std::fs::read(keys().join("rsa1.pem")).unwrap();
-        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
-        header.kid = Some("k1".into());
-        let t = jsonwebtoken::encode(
-            &header,
-            &claims,
-            &jsonwebtoken::EncodingKey::from_rsa_pem(&pem).unwrap(),
-        )
-        .unwrap();
-        format!("Bearer {t}")
+        bearer(&token_for(sub, scope, lifetime_s))
     }
 
     async fn gateway(up: &MockUpstream, dir: &Path) -> Gateway {
@@ -551,9 +513,9 @@ auth:
         let dir = tempfile::tempdir().unwrap();
         let gw = gateway(&up, dir.path()).await;
         let reader = TestClient::modern(&gw.url("/mcp"))
-            .with_header("authorization", &bearer("alice", "tools.read"));
+            .with_header("authorization", &bearer(&token("alice", "tools.read")));
         let admin = TestClient::modern(&gw.url("/mcp"))
-            .with_header("authorization", &bearer("root", "tools.admin"));
+            .with_header("authorization", &bearer(&token("root", "tools.admin")));
         let mut r = listen(&reader, json!({"toolsListChanged": true})).await;
         assert_eq!(r.status, 200);
         next(&mut r).await;

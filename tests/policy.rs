@@ -5,64 +5,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
+use junction_testkit::jwt::{bearer, jwks_file, now, token, token_with, ISSUER, PUBLIC};
 use junction_testkit::{
     spawn_gateway, Behavior, Gateway, MockSpec, MockTool, MockUpstream, TestClient,
 };
 use serde_json::{json, Value};
 
-const ISSUER: &str = "https://idp.junction.test";
-const PUBLIC: &str = "http://junction.test";
-
 fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_junction"))
-}
-
-fn keys() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/policy/tests/keys")
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-fn jwks_file(dir: &Path) -> PathBuf {
-    let jwks: Value =
-        serde_json::from_slice(&std::fs::read(keys().join("public-jwk.json")).unwrap()).unwrap();
-    let mut k = jwks["rsa1"].clone();
-    k["kid"] = json!("k1");
-    k["alg"] = json!("RS256");
-    k["use"] = json!("sig");
-    let path = dir.join("jwks.json");
-    std::fs::write(&path, json!({"keys": [k]}).to_string()).unwrap();
-    path
-}
-
-fn token_with(claims: Value) -> String {
-    let pem = std::fs::read(keys().join("rsa1.pem")).unwrap();
-    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
-    header.kid = Some("k1".into());
-    jsonwebtoken::encode(
-        &header,
-        &claims,
-        &jsonwebtoken::EncodingKey::from_rsa_pem(&pem).unwrap(),
-    )
-    .unwrap()
-}
-
-fn token(sub: &str, scope: &str) -> String {
-    token_with(
-        json!({"iss": ISSUER, "sub": sub, "aud": PUBLIC, "iat": now(), "exp": now() + 600, "scope": scope}),
-    )
-}
-
-fn bearer(t: &str) -> String {
-    format!("Bearer {t}")
 }
 
 /// A modern client at `url` with a fresh token for `sub` and `scope`.

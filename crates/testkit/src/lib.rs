@@ -16,6 +16,7 @@ pub mod client;
 pub mod codec;
 pub mod fast;
 pub mod gateway;
+pub mod jwt;
 pub mod mock;
 pub mod peers;
 mod response;
