@@ -20,7 +20,7 @@ echo "== interop: peers"
 bash "$here/setup.sh" || { echo "interop: 0 passed, 1 failed"; exit 1; }
 
 echo "== interop: build"
-cargo build --quiet --bin junction || { echo "interop: 0 passed, 1 failed"; exit 1; }
+cargo build --workspace --quiet || { echo "interop: 0 passed, 1 failed"; exit 1; }
 
 echo "== interop: conformance (direct vs through Junction)"
 python3 "$here/conformance/run_conformance.py" --junction "$target/debug/junction" \
@@ -28,7 +28,7 @@ python3 "$here/conformance/run_conformance.py" --junction "$target/debug/junctio
 conformance_rc=$?
 
 echo "== interop: real SDKs through Junction"
-JUNCTION_INTEROP_RESULTS="$results" cargo test --test interop_matrix --test python_sdk --test node_sdk \
+JUNCTION_INTEROP_RESULTS="$results" cargo test --workspace --test interop_matrix --test python_sdk --test node_sdk \
   -- --test-threads=2 2>&1 | tee "$results/cargo-test.log"
 tests_rc=${PIPESTATUS[0]}
 
