@@ -23,7 +23,9 @@ use crate::error::GatewayError;
 pub async fn admit(cx: &Cx<'_>, method: &str, target: &Target) -> Result<(), GatewayError> {
     let kind = match target {
         Target::None => None,
-        Target::Tool { .. } => Some(Kind::Tool),
+        // A task is the tool that created it: who may no longer call the
+        // tool may no longer reach its tasks either.
+        Target::Tool { .. } | Target::Task { .. } => Some(Kind::Tool),
         Target::Prompt { .. } => Some(Kind::Prompt),
         Target::Resource { .. } => Some(Kind::Resource),
     };

@@ -7,6 +7,7 @@ use junction_protocol::version;
 use serde_json::{json, Value};
 
 use crate::state::State;
+use crate::tasks;
 
 /// The `capabilities` object of `server/discover` and `initialize`.
 ///
@@ -20,18 +21,30 @@ use crate::state::State;
 /// upstream of the prompt or resource (one without completion answers "no
 /// suggestions"), and log messages are relayed at the level each client asked
 /// for (`logging`).
-pub fn advertised(state: &State) -> Value {
+///
+/// Tasks are relayed on both wires (`tasks`): a modern client sees the
+/// 2026-07-28 extension, a handshake-era one the 2025-11-25 `tasks`
+/// capability (cancel and task-augmented `tools/call`; no `tasks/list`, which
+/// would show one caller the tasks of others sharing an upstream session).
+/// Whether a call becomes a task stays the upstream's decision.
+pub fn advertised(state: &State, modern: bool) -> Value {
     let subscribe = state
         .upstreams
         .values()
         .any(|u| u.client.can_watch_resources());
-    json!({
+    let mut caps = json!({
         "tools": {"listChanged": true},
         "prompts": {"listChanged": true},
         "resources": {"listChanged": true, "subscribe": subscribe},
         "completions": {},
         "logging": {},
-    })
+    });
+    if modern {
+        caps["extensions"] = json!({(tasks::EXTENSION): {}});
+    } else {
+        caps["tasks"] = json!({"cancel": {}, "requests": {"tools": {"call": {}}}});
+    }
+    caps
 }
 
 /// Instructions shown to clients of both eras.

@@ -402,7 +402,7 @@ async fn phases(
 
     // 5. resolve target
     let route = row.map_or(Route::None, |m| m.route);
-    let target = resolve::target(cx, route, &method, params.as_ref())
+    let target = resolve::target(cx, route, &method, params.as_ref(), &client)
         .await
         .map_err(fail)?;
     if let Some((upstream, name)) = target.routed() {

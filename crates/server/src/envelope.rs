@@ -113,6 +113,51 @@ pub fn open_pending(
     Ok(Some(r.e))
 }
 
+/// A task id Junction hands a client (`tasks`): the upstream's own id, sealed
+/// with the caller, the upstream, the exposed tool that created the task and
+/// the wire the upstream spoke then, so `tasks/*` from any replica reaches the
+/// right upstream, and only for the caller who created the task.
+const TASK_PURPOSE: &str = "junction/task/v1";
+
+/// How long a task id stays valid: a week, however long the upstream keeps
+/// the task (its `ttl` bounds it further; an expired id is "unknown task").
+pub const TASK_ID_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
+
+/// What a sealed task id names.
+#[derive(Serialize, Deserialize, Debug, PartialEq, Eq)]
+pub struct TaskRef {
+    #[serde(rename = "p")]
+    pub principal: String,
+    #[serde(rename = "u")]
+    pub upstream: String,
+    /// The exposed tool the task runs (authorized again on every `tasks/*`).
+    #[serde(rename = "t")]
+    pub tool: String,
+    /// The upstream's task id, as its raw JSON text.
+    #[serde(rename = "i")]
+    pub id: String,
+    /// The upstream spoke the 2026-07-28 tasks extension (else 2025-11-25 core tasks).
+    #[serde(rename = "m")]
+    pub modern: bool,
+}
+
+pub fn seal_task(sealer: &Sealer, task: &TaskRef, ttl_ms: u64) -> String {
+    let payload = serde_json::to_vec(task).unwrap_or_default();
+    sealer.seal(TASK_PURPOSE, &payload, now_ms().saturating_add(ttl_ms))
+}
+
+/// Opens a task id made for this caller. Any failure reads as an unknown task.
+pub fn open_task(sealer: &Sealer, token: &str, principal: &str) -> Result<TaskRef, &'static str> {
+    let bytes = sealer
+        .open(TASK_PURPOSE, token, now_ms())
+        .map_err(|_| "unknown task (the id is invalid or expired)")?;
+    let task: TaskRef = serde_json::from_slice(&bytes).map_err(|_| "unknown task")?;
+    if task.principal != principal {
+        return Err("unknown task (it was created by another caller)");
+    }
+    Ok(task)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +194,22 @@ mod tests {
             Ok(None)
         );
         assert!(unwrap(&s, &t, "alice", "alpha", "alpha__x").is_err());
+    }
+
+    #[test]
+    fn task_ids_open_only_for_their_caller() {
+        let s = Sealer::new(b"0123456789abcdef0123456789abcdef");
+        let task = TaskRef {
+            principal: "alice".into(),
+            upstream: "alpha".into(),
+            tool: "alpha__x".into(),
+            id: "\"t-1\"".into(),
+            modern: true,
+        };
+        let t = seal_task(&s, &task, 60_000);
+        assert_eq!(open_task(&s, &t, "alice"), Ok(task));
+        assert!(open_task(&s, &t, "bob").is_err());
+        let wrapped = wrap(&s, "alice", "alpha", "alpha__x", "\"st\"", 60_000);
+        assert!(open_task(&s, &wrapped, "alice").is_err());
     }
 }

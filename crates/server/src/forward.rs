@@ -18,6 +18,7 @@ use crate::identity;
 use crate::record::{Answer, Record, UpstreamSpan};
 use crate::response::Body;
 use crate::state::UpstreamEntry;
+use crate::tasks::Shape;
 
 /// One request on its way upstream, as its method's handler prepared it.
 pub struct Outbound {
@@ -37,6 +38,8 @@ pub struct Outbound {
     /// resources: Junction serves the method, so an upstream that does not
     /// has no such prompt or resource).
     pub unknown_name: Option<String>,
+    /// Whether the client may be handed a task (`tools/call` only).
+    pub tasks: Shape,
 }
 
 /// Forwards `out` to `upstream` and relays the final answer: results through
@@ -58,6 +61,7 @@ pub async fn forward(
         relay_notifications,
         on_result,
         unknown_name,
+        tasks,
     } = out;
     let modern = client.is_modern();
     let driver = bridge::Driver {
@@ -70,6 +74,7 @@ pub async fn forward(
             upstream: upstream.id.clone(),
             target: target.to_owned(),
             ttl_ms: cx.state.config.request_state.ttl.as_millis() as u64,
+            tasks,
         },
         method,
         caps: client.capabilities().to_owned(),
@@ -101,6 +106,13 @@ pub async fn forward(
         authorization,
         ..client.upstream_request(cx, method, params, meta)
     };
+    if tasks == Shape::Legacy {
+        // A handshake-era client asked for a task: a modern upstream creates
+        // one only for a client that declares the extension.
+        if let Some(caps) = &request.client_capabilities {
+            request.client_capabilities = Some(crate::tasks::declaring(caps));
+        }
+    }
     let span = UpstreamSpan::start(&upstream.id, method);
     if let Some(span) = &span {
         carry_trace(&mut request, span);
@@ -189,6 +201,7 @@ pub async fn forward_named(
         unknown_name: Some(format!(
             "unknown {kind}: {target} (upstream {upstream} serves no {method})"
         )),
+        tasks: Shape::None,
     };
     forward(cx, id, client, entry, target, out).await
 }

@@ -40,6 +40,7 @@ mod guardrail;
 mod identity;
 mod notify;
 mod resolve;
+mod tasks;
 mod views;
 // 5: the method table and its handlers
 mod methods;

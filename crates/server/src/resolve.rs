@@ -1,16 +1,19 @@
 //! The pipeline's resolve phase: what a request names upstream, by the kind
 //! its method row gives (`methods::Route`): a tool through the route's
 //! catalog, a prompt by its exposed name, a resource URI through the
-//! resource lists, a completion by its `ref`. An unknown name is the client's
-//! error (-32602) here, before anything is admitted or forwarded.
+//! resource lists, a completion by its `ref`, a task by the id Junction
+//! sealed for the caller. An unknown name is the client's error (-32602)
+//! here, before anything is admitted or forwarded.
 
 use junction_catalog::lists::resolve_prompt;
 use junction_catalog::Catalog;
 use junction_protocol::jsonrpc::RawParams;
 use serde::Deserialize;
 
-use crate::context::{param_str, Cx, Target};
+use crate::context::{param_str, ClientSide, Cx, Target};
+use crate::envelope;
 use crate::error::GatewayError;
+use crate::tasks;
 use crate::views;
 
 /// What a method is routed by.
@@ -26,6 +29,8 @@ pub enum Route {
     Resource,
     /// `params.ref`, a prompt or resource reference.
     Completion,
+    /// `params.taskId`, a task id Junction sealed (`tasks`).
+    Task,
 }
 
 pub async fn target(
@@ -33,6 +38,7 @@ pub async fn target(
     route: Route,
     method: &str,
     params: Option<&RawParams>,
+    client: &ClientSide,
 ) -> Result<Target, GatewayError> {
     match route {
         Route::None => Ok(Target::None),
@@ -48,7 +54,29 @@ pub async fn target(
             resource(cx, &uri).await
         }
         Route::Completion => completion(cx, params).await,
+        Route::Task => task(cx, method, params, client),
     }
+}
+
+/// A modern client reaches tasks only with the extension declared (the
+/// extension's gate comes before the id is looked at); the id must be one
+/// Junction sealed for this caller, of an upstream of this route.
+fn task(
+    cx: &Cx<'_>,
+    method: &str,
+    params: Option<&RawParams>,
+    client: &ClientSide,
+) -> Result<Target, GatewayError> {
+    if client.is_modern() && !tasks::declares(client.capabilities()) {
+        return Err(tasks::needs_extension(method));
+    }
+    let token = required(params, "taskId", method)?;
+    let unknown = |why: &str| GatewayError::InvalidParams(format!("{why}: {token}"));
+    let task = envelope::open_task(&cx.state.sealer, &token, &cx.principal).map_err(unknown)?;
+    if !cx.route.upstreams.contains(&task.upstream) {
+        return Err(unknown("unknown task (not of this route)"));
+    }
+    Ok(Target::Task { task, token })
 }
 
 fn required(params: Option<&RawParams>, key: &str, method: &str) -> Result<String, GatewayError> {

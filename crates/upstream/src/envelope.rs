@@ -149,12 +149,15 @@ pub(crate) fn answer_server_request(id: &Id, method: &str) -> Vec<u8> {
     }
 }
 
-/// `Mcp-Name` source: `params.name` (tools/call, prompts/get) or `params.uri`.
+/// `Mcp-Name` source: `params.name` (tools/call, prompts/get), `params.uri`
+/// (resources/read) or `params.taskId` (the tasks extension's methods).
 /// Borrowed from the params' text unless the JSON string has escapes.
 pub(crate) fn mcp_name<'a>(method: &str, params: &'a RawParams) -> Option<Cow<'a, str>> {
     let key = match method {
         "tools/call" | "prompts/get" => "name",
         "resources/read" => "uri",
+        // The tasks extension mirrors the task id (SEP-2663, routing headers).
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
         _ => return None,
     };
     jsonrpc::raw_str(params.get(key)?)

@@ -1,15 +1,17 @@
 //! How an upstream result becomes the client's (`Finisher`): `resultType`
 //! added where a handshake-era upstream left it out, an `input_required`
 //! state sealed in Junction's envelope (bound to the caller, the upstream and
-//! the target), and result types the client did not negotiate refused.
+//! the target), a created task's id sealed and its shape made the client's
+//! (`tasks`), and result types the client did not negotiate refused.
 
 use std::borrow::Cow;
 
 use junction_protocol::object;
 use serde_json::value::RawValue;
 
-use crate::envelope;
+use crate::envelope::{self, TaskRef};
 use crate::error::GatewayError;
+use crate::tasks::{self, Shape};
 
 /// Turns an upstream result into the client's: `resultType` added where a
 /// handshake-era upstream left it out, an `input_required` state sealed in
@@ -24,6 +26,8 @@ pub struct Finisher {
     pub upstream: String,
     pub target: String,
     pub ttl_ms: u64,
+    /// Whether (and how) this call's client may be handed a task.
+    pub tasks: Shape,
 }
 
 impl Finisher {
@@ -32,6 +36,11 @@ impl Finisher {
             upstream: self.upstream.clone(),
             detail,
         };
+        if self.tasks != Shape::None {
+            if let Some(created) = tasks::created(&raw).map_err(protocol)? {
+                return self.task_created(created);
+            }
+        }
         let result_type = result_type(&raw).map_err(|e| protocol(e.into()))?;
         match result_type.as_deref() {
             None => {
@@ -52,6 +61,21 @@ impl Finisher {
                 "resultType {other:?} belongs to an extension this client did not negotiate"
             ))),
         }
+    }
+
+    /// A task the upstream created: its id sealed for this caller, in the
+    /// client's shape.
+    fn task_created(&self, created: tasks::Created) -> Result<Box<RawValue>, GatewayError> {
+        let task = TaskRef {
+            principal: self.principal.clone(),
+            upstream: self.upstream.clone(),
+            tool: self.target.clone(),
+            id: created.id,
+            modern: created.modern,
+        };
+        let sealed = envelope::seal_task(&self.sealer, &task, envelope::TASK_ID_TTL_MS);
+        serde_json::value::to_raw_value(&tasks::created_for(self.tasks, created.task, &sealed))
+            .map_err(|e| GatewayError::Unsupported(e.to_string()))
     }
 
     fn seal_state(&self, raw: &RawValue) -> Result<Box<RawValue>, GatewayError> {
@@ -114,6 +138,7 @@ mod tests {
             upstream: "up".into(),
             target: "tool".into(),
             ttl_ms: 60_000,
+            tasks: Shape::None,
         }
     }
 

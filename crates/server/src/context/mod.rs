@@ -257,7 +257,7 @@ impl ClientSide {
 }
 
 /// What a request was routed to (the pipeline's "resolve target" phase):
-/// nothing upstream, or one upstream's tool, prompt or resource.
+/// nothing upstream, or one upstream's tool, prompt, resource or task.
 pub enum Target {
     /// Lists, discovery, sessions, streams: no one upstream.
     None,
@@ -276,6 +276,12 @@ pub enum Target {
         uri: String,
         own: String,
     },
+    /// A task Junction sealed for this caller (`tasks/*`), and the id as the
+    /// client sent it.
+    Task {
+        task: crate::envelope::TaskRef,
+        token: String,
+    },
 }
 
 impl Target {
@@ -291,6 +297,7 @@ impl Target {
                 upstream, exposed, ..
             } => Some((upstream, exposed)),
             Target::Resource { upstream, uri, .. } => Some((upstream, uri)),
+            Target::Task { task, .. } => Some((&task.upstream, &task.tool)),
         }
     }
 

@@ -50,7 +50,7 @@ pub async fn complete(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>
             }
             (upstream, uri)
         }
-        Target::None | Target::Tool { .. } => {
+        Target::None | Target::Tool { .. } | Target::Task { .. } => {
             return Err(GatewayError::InvalidParams(
                 "completion/complete needs params.ref".into(),
             ))
@@ -95,6 +95,7 @@ pub async fn complete(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>
         upstream: upstream_id,
         target,
         ttl_ms: cx.state.config.request_state.ttl.as_millis() as u64,
+        tasks: crate::tasks::Shape::None,
     };
     let raw = finish.result(raw)?;
     Ok(response::json(StatusCode::OK, result_bytes(id, &raw)))

@@ -27,7 +27,7 @@ pub async fn discover(cx: &Cx<'_>, id: &Id, _r: Request) -> Result<Response<Body
     let result = json!({
         "resultType": "complete",
         "supportedVersions": supported_versions(),
-        "capabilities": caps::advertised(cx.state),
+        "capabilities": caps::advertised(cx.state, true),
         "instructions": caps::INSTRUCTIONS,
         "ttlMs": 300_000,
         "cacheScope": "public",
@@ -68,7 +68,7 @@ pub async fn initialize(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Bod
         id,
         json!({
             "protocolVersion": negotiated,
-            "capabilities": caps::advertised(cx.state),
+            "capabilities": caps::advertised(cx.state, false),
             "serverInfo": server_info(),
             "instructions": caps::INSTRUCTIONS,
         }),

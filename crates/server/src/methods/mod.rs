@@ -23,6 +23,7 @@ mod lifecycle;
 mod prompts;
 mod resources;
 mod subscriptions;
+mod tasks;
 mod tools;
 
 pub use lifecycle::{cancelled, delete_session};
@@ -94,7 +95,7 @@ macro_rules! row {
 
 /// Every method Junction serves. A method of no row, or of a row that is not
 /// of the request's era, is "method not found" in that era's way.
-pub static METHODS: [Method; 15] = [
+pub static METHODS: [Method; 19] = [
     row!("initialize", Legacy, None, None, lifecycle::initialize),
     row!("ping", Legacy, None, None, lifecycle::ping),
     row!("server/discover", Modern, None, None, lifecycle::discover),
@@ -146,6 +147,10 @@ pub static METHODS: [Method; 15] = [
         completion::complete
     ),
     row!("logging/setLevel", Legacy, None, None, lifecycle::set_level),
+    row!("tasks/get", Both, Some("taskId"), Task, tasks::get),
+    row!("tasks/cancel", Both, Some("taskId"), Task, tasks::cancel),
+    row!("tasks/update", Modern, Some("taskId"), Task, tasks::update),
+    row!("tasks/result", Legacy, None, Task, tasks::result),
 ];
 
 /// The row of `method` and its place in the table, if Junction serves it

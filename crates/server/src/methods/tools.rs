@@ -8,20 +8,24 @@ use std::sync::Arc;
 use http::Response;
 use junction_catalog::cursor;
 use junction_catalog::overrides::with_pinned;
-use junction_protocol::jsonrpc::Id;
+use junction_catalog::ExposedTool;
+use junction_protocol::jsonrpc::{Id, RawParams};
 use junction_protocol::xmcp;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::Request;
 use crate::admit;
 use crate::audit;
-use crate::context::{param_str, Cx, Target};
+use crate::context::{param_str, ClientSide, Cx, Target};
 use crate::error::GatewayError;
 use crate::forward::{self, Outbound};
 use crate::guardrail::{self, Verdict};
 use crate::record::{Answer, Record};
 use crate::resolve::object_or_absent;
 use crate::response::Body;
+use crate::state::UpstreamEntry;
+use crate::tasks;
 use crate::views::{self, ListShape};
 
 pub async fn list(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
@@ -71,6 +75,21 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
             GatewayError::InvalidParams(format!("unknown tool: {}", tool.exposed))
         })?;
     object_or_absent(Some(&params), "arguments")?;
+    let task_shape = task_shape(&client, &params, tool, upstream)?;
+    if task_shape == tasks::Shape::Modern && !upstream_is_modern(upstream) {
+        // A modern client with the extension, a handshake-era upstream whose
+        // tool can run as a task: ask for one (core tasks, NOTES §12.3).
+        if matches!(
+            tasks::task_support(&tool.definition).as_str(),
+            "optional" | "required"
+        ) {
+            params.insert(
+                "task".into(),
+                RawValue::from_string("{}".into())
+                    .map_err(|e| GatewayError::Unsupported(e.to_string()))?,
+            );
+        }
+    }
     let received: Vec<(String, String)> = cx
         .headers
         .iter()
@@ -187,6 +206,7 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
         relay_notifications: !guarded.as_ref().is_some_and(|(g, _)| g.checks_results()),
         on_result: None,
         unknown_name: None,
+        tasks: task_shape,
     };
     let answered = forward::forward(cx, id, &client, upstream, &tool.exposed, out).await;
     let answered = match (&guarded, answered) {
@@ -201,6 +221,36 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
         call.failed(e);
     }
     answered
+}
+
+/// Whether this call may be answered with a task, and in which shape. A
+/// handshake-era upstream's tool that only runs as a task (`taskSupport:
+/// "required"`) is refused for a modern client without the extension, as the
+/// extension says (-32021); a modern upstream says so itself.
+fn task_shape(
+    client: &ClientSide,
+    params: &RawParams,
+    tool: &ExposedTool,
+    upstream: &UpstreamEntry,
+) -> Result<tasks::Shape, GatewayError> {
+    let shape = tasks::shape(client.is_modern(), client.capabilities(), params);
+    let legacy_upstream = !upstream_is_modern(upstream);
+    if shape == tasks::Shape::None
+        && client.is_modern()
+        && legacy_upstream
+        && tool.definition.get().contains("\"required\"")
+        && tasks::task_support(&tool.definition) == "required"
+    {
+        return Err(tasks::needs_extension(&format!("tool {}", tool.exposed)));
+    }
+    Ok(shape)
+}
+
+fn upstream_is_modern(upstream: &UpstreamEntry) -> bool {
+    matches!(
+        upstream.client.known_era(),
+        Some(junction_upstream::Era::Modern)
+    )
 }
 
 /// The guardrail's result phase on a whole JSON answer: allowed as it is,

@@ -1,0 +1,242 @@
+//! `tasks/get`, `tasks/cancel` (both eras), the 2026-07-28 extension's
+//! `tasks/update` and the handshake era's `tasks/result`, for a task the
+//! resolve phase found by the id Junction sealed (`Target::Task`). The
+//! upstream is asked with its own id, and the answer carries the client's id
+//! in the client's shape (`tasks`): the same wire passes through, and the two
+//! wires are translated where they map (NOTES §12.3):
+//!
+//! | client \ upstream | 2026-07-28 extension | 2025-11-25 core tasks |
+//! |---|---|---|
+//! | modern `tasks/get` | as is | `tasks/get`, plus `tasks/result` once terminal, inlined |
+//! | modern `tasks/cancel` | as is | `tasks/cancel`, answered with the empty ack |
+//! | modern `tasks/update` | as is | refused: that wire takes input inside `tasks/result` |
+//! | legacy `tasks/get` | `tasks/get`, outcome left out | as is |
+//! | legacy `tasks/result` | `tasks/get` polled until terminal | forwarded (server requests bridged) |
+//! | legacy `tasks/cancel` | `tasks/cancel`, then `tasks/get` for the `Task` | as is |
+
+use std::time::Duration;
+
+use http::{Response, StatusCode};
+use junction_protocol::jsonrpc::{error_bytes, result_bytes, Id, RawParams, RpcError};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::Request;
+use crate::context::{ClientSide, Cx, Target};
+use crate::envelope::TaskRef;
+use crate::error::GatewayError;
+use crate::forward::{self, answer_of, Outbound};
+use crate::identity;
+use crate::record::Record;
+use crate::response::{self, Body};
+use crate::state::UpstreamEntry;
+use crate::tasks::{self, Shape};
+
+type Answer = Result<Map<String, Value>, RpcError>;
+
+pub async fn get(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+    let (task, token, u) = task_of(cx, &r)?;
+    let answer = ask(cx, &r.client, u, task, "tasks/get", None).await?;
+    let task_now = match answer {
+        Ok(t) => tasks::with_client_id(t, token),
+        Err(e) => return Ok(rpc_error(id, &e)),
+    };
+    let out = match (r.client.is_modern(), task.modern) {
+        (true, true) | (false, false) => task_now,
+        (false, true) => tasks::to_legacy(task_now),
+        (true, false) => {
+            // The outcome of a finished core task comes from `tasks/result`.
+            let payload = match tasks::status(&task_now) {
+                Some("completed" | "failed") => Some(
+                    ask(cx, &r.client, u, task, "tasks/result", None)
+                        .await?
+                        .map(Value::Object),
+                ),
+                _ => None,
+            };
+            tasks::detailed(task_now, payload)
+        }
+    };
+    reply(id, &Value::Object(out))
+}
+
+pub async fn cancel(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+    let (task, token, u) = task_of(cx, &r)?;
+    let answer = ask(cx, &r.client, u, task, "tasks/cancel", None).await?;
+    match (r.client.is_modern(), task.modern) {
+        (true, true) | (false, false) => match answer {
+            Ok(t) => reply(id, &Value::Object(tasks::with_client_id(t, token))),
+            Err(e) => Ok(rpc_error(id, &e)),
+        },
+        (true, false) => {
+            // The extension's cancel is an idempotent ack; core tasks refuse
+            // to cancel a finished task, which the ack covers too.
+            if let Err(e) = answer {
+                let now = ask(cx, &r.client, u, task, "tasks/get", None).await?;
+                if !now.is_ok_and(|t| tasks::is_terminal(tasks::status(&t))) {
+                    return Ok(rpc_error(id, &e));
+                }
+            }
+            reply(id, &serde_json::json!({"resultType": "complete"}))
+        }
+        (false, true) => {
+            if let Err(e) = answer {
+                return Ok(rpc_error(id, &e));
+            }
+            // A core-tasks client reads the task back from its cancel.
+            match ask(cx, &r.client, u, task, "tasks/get", None).await? {
+                Ok(t) => reply(
+                    id,
+                    &Value::Object(tasks::to_legacy(tasks::with_client_id(t, token))),
+                ),
+                Err(e) => Ok(rpc_error(id, &e)),
+            }
+        }
+    }
+}
+
+pub async fn update(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+    let (task, token, u) = task_of(cx, &r)?;
+    if !task.modern {
+        return Err(GatewayError::Unsupported(format!(
+            "task of upstream {} is a 2025-11-25 core task, which takes input inside tasks/result; Junction does not turn tasks/update into that yet",
+            task.upstream
+        )));
+    }
+    let responses = r
+        .params
+        .as_ref()
+        .and_then(|p| p.get("inputResponses"))
+        .map(|v| &**v);
+    match ask(cx, &r.client, u, task, "tasks/update", responses).await? {
+        Ok(t) => reply(id, &Value::Object(tasks::with_client_id(t, token))),
+        Err(e) => Ok(rpc_error(id, &e)),
+    }
+}
+
+/// The handshake era's blocking `tasks/result`: forwarded to a core-tasks
+/// upstream as a call is (its server requests bridged to this client); for
+/// an extension upstream, `tasks/get` until the task is finished.
+pub async fn result(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+    let (task, _, u) = task_of(cx, &r)?;
+    if !task.modern {
+        let mut params = r.params.clone().unwrap_or_default();
+        params.insert("taskId".into(), raw(&task.id)?);
+        let out = Outbound {
+            method: "tasks/result",
+            params,
+            param_headers: Vec::new(),
+            record: Record::upstream(&cx.state.metrics, &u.id, "tasks/result"),
+            relay_notifications: true,
+            on_result: None,
+            unknown_name: None,
+            tasks: Shape::None,
+        };
+        return forward::forward(cx, id, &r.client, u, &task.tool, out).await;
+    }
+    loop {
+        let now = match ask(cx, &r.client, u, task, "tasks/get", None).await? {
+            Ok(t) => t,
+            Err(e) => return Ok(rpc_error(id, &e)),
+        };
+        match tasks::status(&now) {
+            Some("completed") => {
+                let result = now.get("result").cloned().unwrap_or(Value::Null);
+                return reply(id, &result);
+            }
+            Some("failed") => {
+                let e = now.get("error").cloned().unwrap_or(Value::Null);
+                let e = RpcError::new(
+                    e.get("code").and_then(Value::as_i64).unwrap_or(-32603),
+                    e.get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("task failed"),
+                );
+                return Ok(rpc_error(id, &e));
+            }
+            Some("cancelled") => {
+                return Ok(rpc_error(id, &RpcError::new(-32603, "task was cancelled")));
+            }
+            Some("input_required") => {
+                return Err(GatewayError::Unsupported(format!(
+                    "task of upstream {} needs client input, which Junction does not relay to a handshake-era client's tasks/result yet",
+                    task.upstream
+                )));
+            }
+            _ => {}
+        }
+        let every = now
+            .get("pollIntervalMs")
+            .and_then(Value::as_u64)
+            .unwrap_or(500)
+            .clamp(100, 5_000);
+        tokio::time::sleep(Duration::from_millis(every)).await;
+    }
+}
+
+fn task_of<'r>(
+    cx: &Cx<'r>,
+    r: &'r Request,
+) -> Result<(&'r TaskRef, &'r str, &'r UpstreamEntry), GatewayError> {
+    let Target::Task { task, token } = &r.target else {
+        return Err(GatewayError::InvalidParams("needs params.taskId".into()));
+    };
+    let u = cx.state.upstreams.get(&task.upstream).ok_or_else(|| {
+        GatewayError::InvalidParams(format!("unknown task (upstream {} is gone)", task.upstream))
+    })?;
+    Ok((task, token, u))
+}
+
+/// `method` for `task` on its upstream, with the upstream's own id: the
+/// answer as a JSON object, or the upstream's JSON-RPC error as it sent it.
+/// A modern upstream is asked as a client that declared the extension.
+async fn ask(
+    cx: &Cx<'_>,
+    client: &ClientSide,
+    u: &UpstreamEntry,
+    task: &TaskRef,
+    method: &str,
+    input: Option<&RawValue>,
+) -> Result<Answer, GatewayError> {
+    let mut params = RawParams::new();
+    params.insert("taskId".into(), raw(&task.id)?);
+    if let Some(input) = input {
+        params.insert("inputResponses".into(), input.to_owned());
+    }
+    let mut request = client.upstream_request(cx, method, params, Vec::new());
+    if task.modern {
+        if let Some(caps) = &request.client_capabilities {
+            request.client_capabilities = Some(tasks::declaring(caps));
+        }
+    }
+    if u.credentials.is_some() {
+        request.authorization = Box::pin(identity::authorization(cx, u)).await?;
+    }
+    Ok(match answer_of(u, request).await? {
+        Ok(raw) => match serde_json::from_str::<Map<String, Value>>(raw.get()) {
+            Ok(m) => Ok(m),
+            Err(_) => {
+                return Err(GatewayError::UpstreamProtocol {
+                    upstream: u.id.clone(),
+                    detail: format!("{method} result is not a JSON object"),
+                })
+            }
+        },
+        Err(e) => Err(e),
+    })
+}
+
+fn raw(text: &str) -> Result<Box<RawValue>, GatewayError> {
+    RawValue::from_string(text.to_owned()).map_err(|e| GatewayError::Unsupported(e.to_string()))
+}
+
+fn reply(id: &Id, result: &Value) -> Result<Response<Body>, GatewayError> {
+    let raw = serde_json::value::to_raw_value(result)
+        .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
+    Ok(response::json(StatusCode::OK, result_bytes(id, &raw)))
+}
+
+/// The upstream's own JSON-RPC error, passed to the client unchanged.
+fn rpc_error(id: &Id, e: &RpcError) -> Response<Body> {
+    response::json(StatusCode::OK, error_bytes(Some(id), e))
+}
