@@ -145,6 +145,9 @@ impl TestClient {
                     let name = match method {
                         "tools/call" | "prompts/get" => body.pointer("/params/name"),
                         "resources/read" => body.pointer("/params/uri"),
+                        "tasks/get" | "tasks/update" | "tasks/cancel" => {
+                            body.pointer("/params/taskId")
+                        }
                         _ => None,
                     };
                     if let Some(name) = name.and_then(Value::as_str) {

@@ -204,6 +204,23 @@ pub async fn server_everything() -> Peer {
     spawn_peer(cmd, "server-everything").await
 }
 
+/// One of the TypeScript SDK's own example servers
+/// (`@modelcontextprotocol/sdk/dist/esm/examples/server/<script>`), on
+/// 127.0.0.1. `simpleStreamableHttp.js` is a handshake-era server with
+/// 2025-11-25 core tasks (its `delay` tool runs only as a task).
+pub async fn sdk_example_server(script: &str) -> Peer {
+    let mut cmd = node_cmd();
+    cmd.arg("--import")
+        .arg(interop().join("node/loopback.mjs"))
+        .arg(
+            node_dir()
+                .join("node_modules/@modelcontextprotocol/sdk/dist/esm/examples/server")
+                .join(script),
+        )
+        .env("MCP_PORT", "0");
+    spawn_peer(cmd, script).await
+}
+
 /// Appends one JSON line to `$JUNCTION_INTEROP_RESULTS/<file>` (set by
 /// tests/interop/run.sh, which turns these lines into RESULTS.md); a no-op when
 /// the variable is unset.
