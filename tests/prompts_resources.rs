@@ -173,7 +173,8 @@ async fn unknown_prompts_and_upstream_errors() {
         assert_eq!(r.error_code(), Some(-32602), "{name}: {:?}", r.body);
     }
     assert!(w.alpha.requests_for("prompts/get").is_empty());
-    // A name Junction can route but the upstream does not know: its error, unchanged.
+    // A name under a known prefix that its upstream does not list: Junction's
+    // own -32602 from the route's prompt list, the upstream not asked.
     let r = c
         .request("prompts/get", json!({"name": "alpha__missing"}))
         .await;
@@ -181,7 +182,8 @@ async fn unknown_prompts_and_upstream_errors() {
     assert!(r.body["error"]["message"]
         .as_str()
         .unwrap_or("")
-        .contains("Unknown prompt"));
+        .contains("unknown prompt: alpha__missing"));
+    assert!(w.alpha.requests_for("prompts/get").is_empty());
     let r = c
         .request(
             "prompts/get",
@@ -283,10 +285,12 @@ async fn resources_keep_their_uris_and_are_read_from_their_owner() {
                 assert!(r.result().get("ttlMs").is_none(), "{uri}");
             }
         }
-        let r = c
-            .request("resources/read", json!({"uri": "mock://nowhere/x"}))
-            .await;
-        assert_eq!(r.error_code(), Some(-32602), "{:?}", r.body);
+        // Unknown to every list, or under a known namespace but not listed
+        // there: Junction's own -32602, the upstream not asked.
+        for unknown in ["mock://nowhere/x", "junction://beta/mock://shared/absent"] {
+            let r = c.request("resources/read", json!({"uri": unknown})).await;
+            assert_eq!(r.error_code(), Some(-32602), "{unknown}: {:?}", r.body);
+        }
     }
     for (up, label) in [(&w.alpha, "alpha"), (&w.beta, "beta")] {
         for r in up.requests_for("resources/read") {

@@ -295,3 +295,38 @@ async fn python_client_with_a_token_sees_only_granted_tools_and_gets_the_step_up
         "{denied}"
     );
 }
+
+#[tokio::test]
+async fn an_unknown_prompt_under_a_known_prefix_is_junctions_invalid_params() {
+    use junction_testkit::TestClient;
+    let modern = peer("py-mcp2", "server_modern.py", &["--stateless", "--json"]).await;
+    let legacy = peer("py-mcp1", "server_legacy.py", &["--stateful", "--sse"]).await;
+    // Directly, FastMCP answers an unknown prompt with its own error.
+    let direct = TestClient::legacy(&legacy.url, "2025-11-25");
+    assert_eq!(direct.initialize().await.status, 200);
+    let own = direct
+        .request("prompts/get", json!({"name": "nope", "arguments": {}}))
+        .await;
+    assert!(own.error_code().is_some(), "{}", own.text());
+    let gw = gateway(&modern, &legacy, "py2", "py1").await;
+    let legacy_client = TestClient::legacy(&gw.url("/mcp"), "2025-11-25");
+    assert_eq!(legacy_client.initialize().await.status, 200);
+    for c in [TestClient::modern(&gw.url("/mcp")), legacy_client] {
+        let known = c
+            .request(
+                "prompts/get",
+                json!({"name": "py1__legacy_hello", "arguments": {"name": "Ada"}}),
+            )
+            .await;
+        assert_eq!(
+            known.result()["messages"][0]["content"]["text"], "Say hello to Ada.",
+            "{}",
+            known.text()
+        );
+        let unknown = c
+            .request("prompts/get", json!({"name": "py1__nope", "arguments": {}}))
+            .await;
+        assert_eq!(unknown.error_code(), Some(-32602), "{}", unknown.text());
+        assert!(unknown.text().contains("unknown prompt"), "{}", unknown.text());
+    }
+}

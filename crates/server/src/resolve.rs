@@ -45,7 +45,7 @@ pub async fn target(
         Route::Tool => tool(cx, method, params).await,
         Route::Prompt => {
             let name = required(params, "name", method)?;
-            let target = prompt(cx, &name)?;
+            let target = prompt(cx, &name).await?;
             object_or_absent(params, "arguments")?;
             Ok(target)
         }
@@ -131,9 +131,11 @@ fn unknown_tool(cx: &Cx<'_>, catalog: &Catalog, name: &str) -> GatewayError {
     GatewayError::InvalidParams(format!("unknown tool: {name}"))
 }
 
-/// No list is needed: the upstream id comes first and cannot contain the
-/// separator (after a rename override is undone).
-fn prompt(cx: &Cx<'_>, exposed: &str) -> Result<Target, GatewayError> {
+/// The upstream id comes first and cannot contain the separator (after a
+/// rename override is undone); the prompt must be one its upstream lists
+/// (the route's cached prompt list), so an unknown name under a known prefix
+/// is -32602 here, not whatever error that upstream would send.
+async fn prompt(cx: &Cx<'_>, exposed: &str) -> Result<Target, GatewayError> {
     let unknown = || GatewayError::InvalidParams(format!("unknown prompt: {exposed}"));
     // A renamed prompt is known by its new name only.
     let overrides = cx.route.filter.overrides();
@@ -143,6 +145,9 @@ fn prompt(cx: &Cx<'_>, exposed: &str) -> Result<Target, GatewayError> {
     let default = overrides.prompt_default_name(exposed);
     let (upstream, original) =
         resolve_prompt(&cx.route.naming, &cx.route.upstreams, default).ok_or_else(unknown)?;
+    if !views::prompt_listed(cx, &upstream, exposed).await {
+        return Err(unknown());
+    }
     Ok(Target::Prompt {
         upstream,
         exposed: exposed.to_owned(),
@@ -193,7 +198,7 @@ async fn completion(cx: &Cx<'_>, params: Option<&RawParams>) -> Result<Target, G
         ));
     }
     match reference {
-        Reference::Prompt { name } => prompt(cx, &name),
+        Reference::Prompt { name } => prompt(cx, &name).await,
         Reference::Resource { uri } => resource(cx, &uri).await,
     }
 }

@@ -12,6 +12,9 @@ PORT 0 picks a free port. Once the socket listens, prints exactly one line
 Tools:
   legacy_greet(name: str) -> "Hello, <name>!"
   legacy_count(n: int)    -> reports n progress notifications (1..n of n), then "counted <n>"
+
+Prompts:
+  legacy_hello(name: str) -> one user message "Say hello to <name>."
 """
 
 from __future__ import annotations
@@ -38,6 +41,12 @@ async def legacy_count(n: int, ctx: Context) -> str:
         await ctx.report_progress(i + 1, n, f"count {i + 1}")
         await asyncio.sleep(0.01)
     return f"counted {n}"
+
+
+@mcp.prompt()
+def legacy_hello(name: str) -> str:
+    """Ask for a greeting."""
+    return f"Say hello to {name}."
 
 
 def main() -> None:

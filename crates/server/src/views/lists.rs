@@ -47,6 +47,22 @@ struct PageHead {
     cache_scope: Option<String>,
 }
 
+/// Whether `upstream` lists the prompt the client knows as `exposed`, or
+/// cannot say (its list is unavailable).
+pub async fn prompt_listed(cx: &Cx<'_>, upstream: &str, exposed: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Named<'a> {
+        #[serde(borrow)]
+        name: Option<std::borrow::Cow<'a, str>>,
+    }
+    let merged = prompts(cx).await;
+    merged.degraded.iter().any(|d| d == upstream)
+        || merged.items.iter().any(|item| {
+            serde_json::from_str::<Named<'_>>(item.get())
+                .is_ok_and(|n| n.name.as_deref() == Some(exposed))
+        })
+}
+
 /// The route's merged prompts.
 pub async fn prompts(cx: &Cx<'_>) -> MergedList {
     let fanned = fan_out(cx, "prompts/list", "prompts").await;
@@ -102,8 +118,16 @@ pub async fn templates(cx: &Cx<'_>) -> (MergedList, Vec<(String, String)>) {
 /// for every URI (an unknown one gets its own error).
 pub async fn resource_owner(cx: &Cx<'_>, uri: &str) -> Option<(String, String)> {
     let route = cx.route;
+    // A namespaced URI names its upstream, and must be one Junction listed
+    // (or of a listed template): an unknown one is the client's error, not
+    // whatever the upstream answers. An upstream whose list is unavailable
+    // decides for itself.
     if let Some((upstream, own)) = split_namespaced(uri, &route.upstreams) {
-        return Some((upstream.to_owned(), own.to_owned()));
+        let (merged, owners) = resources(cx).await;
+        let known = owners.get(uri).is_some_and(|u| u == upstream)
+            || merged.degraded.iter().any(|d| d == upstream)
+            || match_template(&templates(cx).await.1, uri).as_deref() == Some(upstream);
+        return known.then(|| (upstream.to_owned(), own.to_owned()));
     }
     let found = |u: String| Some((u, uri.to_owned()));
     if let [only] = route.upstreams.as_slice() {

@@ -8,6 +8,6 @@ mod lists;
 mod page;
 mod tools;
 
-pub use lists::{prompts, resource_owner, resources, templates, update_source};
+pub use lists::{prompt_listed, prompts, resource_owner, resources, templates, update_source};
 pub use page::{finish_list, list_page, ListShape};
 pub use tools::{route_catalog, route_catalog_for};
