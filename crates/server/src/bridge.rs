@@ -147,7 +147,9 @@ impl Driver {
                         && (self.sse_ok || sink.is_some())
                         && self.log.passes(&n)
                     {
-                        return Next::Notify(n);
+                        if let Some(n) = self.finish.relayed(n) {
+                            return Next::Notify(n);
+                        }
                     }
                 }
                 Some(Ok(Bridged::Event(UpstreamEvent::Error(err)))) => {
@@ -269,7 +271,10 @@ impl Driver {
             // Progress sent while asking goes out first on a stream already
             // open; a client that is not streaming gets the result only.
             Some(Ok(Bridged::Event(UpstreamEvent::Notification(n)))) => {
-                if let (Some(tx), true) = (sink, self.relay_notifications && self.log.passes(&n)) {
+                let relayed = (self.relay_notifications && self.log.passes(&n))
+                    .then(|| self.finish.relayed(n))
+                    .flatten();
+                if let (Some(tx), Some(n)) = (sink, relayed) {
                     let _ = tx
                         .send(crate::response::sse_event(n.get().as_bytes()))
                         .await;

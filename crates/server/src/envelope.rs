@@ -1,7 +1,9 @@
 //! Junction's envelope around an upstream's `requestState` (DESIGN §3). The upstream
 //! only ever sees Junction's identity, so Junction binds the state to the real
 //! caller, the upstream, the exposed tool and an expiry. On retry the envelope is
-//! opened and the upstream's own state forwarded byte for byte.
+//! opened and the upstream's own state forwarded byte for byte. The sealed
+//! references Junction hands out for input it holds (`seal_pending`) and for
+//! tasks (`seal_task`) are bound the same way.
 
 use junction_protocol::seal::{now_ms, Sealer};
 use serde::{Deserialize, Serialize};
@@ -119,9 +121,11 @@ pub fn open_pending(
 /// right upstream, and only for the caller who created the task.
 const TASK_PURPOSE: &str = "junction/task/v1";
 
-/// How long a task id stays valid: a week, however long the upstream keeps
-/// the task (its `ttl` bounds it further; an expired id is "unknown task").
-pub const TASK_ID_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
+/// A task id does not expire: the upstream's own `ttl` decides how long the
+/// task lives (an id of a task it dropped is its "unknown task"). So the same
+/// task always seals to the same id, and a status notification relayed later
+/// carries exactly the id the client was handed.
+const TASK_ID_EXPIRY_MS: u64 = u64::MAX;
 
 /// What a sealed task id names.
 #[derive(Serialize, Deserialize, Debug, PartialEq, Eq)]
@@ -141,9 +145,9 @@ pub struct TaskRef {
     pub modern: bool,
 }
 
-pub fn seal_task(sealer: &Sealer, task: &TaskRef, ttl_ms: u64) -> String {
+pub fn seal_task(sealer: &Sealer, task: &TaskRef) -> String {
     let payload = serde_json::to_vec(task).unwrap_or_default();
-    sealer.seal(TASK_PURPOSE, &payload, now_ms().saturating_add(ttl_ms))
+    sealer.seal(TASK_PURPOSE, &payload, TASK_ID_EXPIRY_MS)
 }
 
 /// Opens a task id made for this caller. Any failure reads as an unknown task.
@@ -206,7 +210,8 @@ mod tests {
             id: "\"t-1\"".into(),
             modern: true,
         };
-        let t = seal_task(&s, &task, 60_000);
+        let t = seal_task(&s, &task);
+        assert_eq!(seal_task(&s, &task), t, "one task, one id");
         assert_eq!(open_task(&s, &t, "alice"), Ok(task));
         assert!(open_task(&s, &t, "bob").is_err());
         let wrapped = wrap(&s, "alice", "alpha", "alpha__x", "\"st\"", 60_000);

@@ -73,9 +73,56 @@ impl Finisher {
             id: created.id,
             modern: created.modern,
         };
-        let sealed = envelope::seal_task(&self.sealer, &task, envelope::TASK_ID_TTL_MS);
+        let sealed = envelope::seal_task(&self.sealer, &task);
         serde_json::value::to_raw_value(&tasks::created_for(self.tasks, created.task, &sealed))
             .map_err(|e| GatewayError::Unsupported(e.to_string()))
+    }
+
+    /// A notification on its way to this call's client. A task's status
+    /// notification gets the id Junction handed the client, in the client's
+    /// wire (`notifications/tasks/status` or the extension's
+    /// `notifications/tasks`); a client that may not have tasks gets none,
+    /// and one Junction cannot read is dropped: an upstream's own task id
+    /// never reaches a client. Others pass unchanged.
+    pub fn relayed(&self, n: Box<RawValue>) -> Option<Box<RawValue>> {
+        if !n.get().contains("notifications/tasks") {
+            return Some(n);
+        }
+        #[derive(serde::Deserialize)]
+        struct Note {
+            method: String,
+            params: Option<serde_json::Map<String, serde_json::Value>>,
+        }
+        let note: Note = serde_json::from_str(n.get()).ok()?;
+        let modern_upstream = match note.method.as_str() {
+            "notifications/tasks" => true,
+            "notifications/tasks/status" => false,
+            _ => return Some(n),
+        };
+        if self.tasks == Shape::None {
+            return None;
+        }
+        let params = note.params?;
+        let id = match params.get("taskId") {
+            Some(id @ serde_json::Value::String(_)) => id.to_string(),
+            _ => return None,
+        };
+        let task = TaskRef {
+            principal: self.principal.clone(),
+            upstream: self.upstream.clone(),
+            tool: self.target.clone(),
+            id,
+            modern: modern_upstream,
+        };
+        let sealed = envelope::seal_task(&self.sealer, &task);
+        let params = tasks::with_client_id(params, &sealed);
+        let (method, params) = if self.modern {
+            ("notifications/tasks", tasks::to_modern(params))
+        } else {
+            ("notifications/tasks/status", tasks::to_legacy(params))
+        };
+        let out = serde_json::json!({"jsonrpc": "2.0", "method": method, "params": params});
+        serde_json::value::to_raw_value(&out).ok()
     }
 
     fn seal_state(&self, raw: &RawValue) -> Result<Box<RawValue>, GatewayError> {
@@ -232,5 +279,35 @@ mod tests {
         );
         let not_obj = RawValue::from_string("[1]".into()).unwrap();
         assert!(add_complete(&not_obj).is_none());
+    }
+
+    #[test]
+    fn task_notifications_carry_the_clients_id_in_the_clients_wire() {
+        let n = |s: &str| RawValue::from_string(s.to_owned()).unwrap();
+        let v1 = r#"{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"up-1","status":"completed","ttl":5000}}"#;
+        let mut f = finisher(true);
+        assert!(
+            f.relayed(n(v1)).is_none(),
+            "no tasks for this call: dropped"
+        );
+        f.tasks = Shape::Modern;
+        let out: serde_json::Value = serde_json::from_str(f.relayed(n(v1)).unwrap().get()).unwrap();
+        assert_eq!(out["method"], "notifications/tasks");
+        assert_eq!(out["params"]["ttlMs"], 5000);
+        let sealed = out["params"]["taskId"].as_str().unwrap();
+        let task = envelope::open_task(&f.sealer, sealed, "alice").unwrap();
+        assert_eq!((task.id.as_str(), task.modern), ("\"up-1\"", false));
+        // The id the task was created with, exactly.
+        let created = f
+            .task_created(
+                tasks::created(&n(r#"{"task":{"taskId":"up-1","status":"working"}}"#))
+                    .unwrap()
+                    .unwrap(),
+            )
+            .unwrap();
+        assert!(created.get().contains(sealed));
+        let progress =
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}"#;
+        assert_eq!(f.relayed(n(progress)).unwrap().get(), progress);
     }
 }

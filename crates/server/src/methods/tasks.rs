@@ -130,7 +130,8 @@ pub async fn result(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, 
             relay_notifications: true,
             on_result: None,
             unknown_name: None,
-            tasks: Shape::None,
+            // Its status notifications carry the client's id.
+            tasks: Shape::Legacy,
         };
         return forward::forward(cx, id, &r.client, u, &task.tool, out).await;
     }
