@@ -319,7 +319,8 @@ async fn an_unknown_prompt_under_a_known_prefix_is_junctions_invalid_params() {
             )
             .await;
         assert_eq!(
-            known.result()["messages"][0]["content"]["text"], "Say hello to Ada.",
+            known.result()["messages"][0]["content"]["text"],
+            "Say hello to Ada.",
             "{}",
             known.text()
         );
@@ -327,6 +328,10 @@ async fn an_unknown_prompt_under_a_known_prefix_is_junctions_invalid_params() {
             .request("prompts/get", json!({"name": "py1__nope", "arguments": {}}))
             .await;
         assert_eq!(unknown.error_code(), Some(-32602), "{}", unknown.text());
-        assert!(unknown.text().contains("unknown prompt"), "{}", unknown.text());
+        assert!(
+            unknown.text().contains("unknown prompt"),
+            "{}",
+            unknown.text()
+        );
     }
 }
