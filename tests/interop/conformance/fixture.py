@@ -12,7 +12,9 @@ SSE, so the handshake-era scenarios (sessions, progress, logging) have a stream.
 
 The 2026-07-28 scenarios' diagnostic and MRTR tools (test_missing_capability,
 test_streaming_elicitation, test_logging_tool, test_input_required_result_*)
-live in fixture_modern.py, registered on the same server.
+live in fixture_modern.py, and the tasks extension (io.modelcontextprotocol/tasks,
+SEP-2663) with the tools the suite's tasks-* scenarios call lives in
+fixture_tasks.py; both are registered on the same server.
 """
 
 from __future__ import annotations
@@ -267,8 +269,10 @@ for _method, _params in (
 
 def main() -> None:
     import fixture_modern
+    import fixture_tasks
 
     fixture_modern.register(srv)
+    fixture_tasks.register(srv)
     args = _serve.parse(__doc__, stateless=False, json_response=False)
     app = srv.streamable_http_app(
         streamable_http_path=args.path,

@@ -5,6 +5,11 @@ fixture.py and through Junction (one route, `prefix: never`), on both wires:
                (direct: no baseline, everything must pass)
   2026-07-28   `--requirements 2026-07-28`, baselines expected-failures-direct-2026-07-28.yml
                (fixture gaps) and expected-failures-2026-07-28.yml (through Junction)
+  tasks        the ten `tasks-*` scenarios of the tasks extension (SEP-2663, served by
+               fixture_tasks.py), one `--scenario` invocation each on the 2026-07-28
+               wire, so each is gated (a whole-suite run only reports these "extension"
+               scenarios): direct with no baseline, everything must pass; through
+               Junction with expected-failures-tasks.yml
 
 and, on the handshake wire only, with the suite release it belongs to (0.1.16,
 suite-0.1.16/, installed by ../setup.sh in .peers/conformance-0.1.16), against
@@ -15,17 +20,19 @@ through a second route of the same Junction: baseline expected-failures-ts.yml
 
 The suite itself enforces each baseline both ways: an unlisted failure and a
 listed scenario that now passes both exit non-zero. Baselines only shrink, and
-this runner does the shrinking: when the ONLY problem of a run is stale entries
-(listed, now passing), it deletes them from the baseline file (with their reason
-comment once no entry of that group is left) and re-runs to confirm. It never
-adds an entry: a new failure fails the run.
+this runner does the shrinking: when the ONLY problem of an invocation is stale
+entries (listed, now passing), it deletes them from the baseline file (with their
+reason comment once no entry of that group is left) and re-runs to confirm. It
+never adds an entry: a new failure fails the run.
 
 Writes RESULTS/conformance.json (one object per run: checks passed/failed over
 the scenarios the suite gates on, the extension/pending scenarios it reports
-but does not gate on counted apart, every failing gated check with the suite's
-message and the baseline's reason, entries removed by shrinking, exit code), the
-suite's logs and its checks.json files (RESULTS/suite-<run>/) beside it; exits 1
-if any run failed.
+but does not gate on counted apart (in the whole-suite runs the tasks scenarios
+always are: their own runs gate them), checks the suite skipped, every failing
+gated check with the suite's message and the baseline's reason, entries removed
+by shrinking, exit code; the tasks runs add each scenario's exit code), the
+suite's logs (RESULTS/conformance-<run>[-<scenario>].log) and its checks.json
+files (RESULTS/suite-<run>/[<scenario>/]) beside it; exits 1 if any run failed.
 
     python3 run_conformance.py --junction target/debug/junction --results DIR
 Everything binds 127.0.0.1.
@@ -54,18 +61,31 @@ TS_DIR = PEERS / "conformance-ts"
 SUITE_TS = PEERS / "conformance-0.1.16/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 LOOPBACK = HERE.parent / "node/loopback.mjs"
 
+# The tasks extension's scenarios (SEP-2663). The suite marks them "extension":
+# a whole-suite run reports them but never gates on them, while `--scenario`
+# gates the one it runs. So each is one invocation of its own.
+TASKS = ["tasks-lifecycle", "tasks-capability-negotiation", "tasks-wire-fields",
+         "tasks-request-state-removal", "tasks-mrtr-input", "tasks-request-headers",
+         "tasks-dispatch-and-envelope", "tasks-status-notifications",
+         "tasks-required-task-error", "tasks-mrtr-composition"]
+
 RUNS = [
-    # name, fixture, target, wire, extra args, baseline file (None: must all pass)
-    ("direct-handshake", "fixture.py", "fixture", "handshake (2025-11-25)", [], None),
-    ("junction-handshake", "fixture.py", "junction", "handshake (2025-11-25)", [],
+    # name, fixture, target, wire, extra args, scenarios (None: the whole suite in one
+    # invocation; a list: one `--scenario` invocation each), baseline file (None: must all pass)
+    ("direct-handshake", "fixture.py", "fixture", "handshake (2025-11-25)", [], None, None),
+    ("junction-handshake", "fixture.py", "junction", "handshake (2025-11-25)", [], None,
      "expected-failures.yml"),
     ("direct-2026-07-28", "fixture.py", "fixture", "2026-07-28", ["--requirements", "2026-07-28"],
-     "expected-failures-direct-2026-07-28.yml"),
+     None, "expected-failures-direct-2026-07-28.yml"),
     ("junction-2026-07-28", "fixture.py", "junction", "2026-07-28",
-     ["--requirements", "2026-07-28"], "expected-failures-2026-07-28.yml"),
-    ("direct-ts-handshake", "everything-server.ts", "fixture", "handshake (2025-11-25)", [], None),
+     ["--requirements", "2026-07-28"], None, "expected-failures-2026-07-28.yml"),
+    ("direct-ts-handshake", "everything-server.ts", "fixture", "handshake (2025-11-25)", [], None,
+     None),
     ("junction-ts-handshake", "everything-server.ts", "junction", "handshake (2025-11-25)", [],
-     "expected-failures-ts.yml"),
+     None, "expected-failures-ts.yml"),
+    ("direct-tasks", "fixture.py", "fixture", "2026-07-28, tasks extension", [], TASKS, None),
+    ("junction-tasks", "fixture.py", "junction", "2026-07-28, tasks extension", [], TASKS,
+     "expected-failures-tasks.yml"),
 ]
 
 
@@ -176,10 +196,16 @@ def shrink(baseline: Path, stale: list[str]) -> None:
     baseline.write_text("\n".join(out) + "\n")
 
 
-def count(out_dir: Path, verdicts: tuple, why: dict[str, str], baselined: bool) -> dict:
+def count(out_dir: Path, verdicts: tuple, why: dict[str, str], baselined: bool,
+          apart: frozenset[str] = frozenset()) -> dict:
+    """Checks of the scenarios the run gates on, and apart from them those it
+    does not: the ones the suite marks, failing ones in neither failure list,
+    and `apart` (the tasks scenarios in a whole-suite run: never gated there,
+    gated in runs of their own; with a baseline the suite does not mark them,
+    so a passing one would otherwise look gated)."""
     _stale, unexpected, expected, marked = verdicts
     gated_names = {e.split(":")[0] for e in unexpected + expected}
-    checks_ok = checks_bad = scen_ok = scen_total = info_ok = info_bad = 0
+    checks_ok = checks_bad = checks_skipped = scen_ok = scen_total = info_ok = info_bad = 0
     failures = []
     statuses: dict[str, str] = {}
     for f in sorted(out_dir.glob("*/checks.json")):
@@ -187,7 +213,8 @@ def count(out_dir: Path, verdicts: tuple, why: dict[str, str], baselined: bool) 
         checks = json.loads(f.read_text())
         bad = [c for c in checks if c.get("status") in ("FAILURE", "WARNING")]
         ok = sum(1 for c in checks if c.get("status") == "SUCCESS")
-        informational = scenario in marked or (baselined and bad and scenario not in gated_names)
+        informational = (scenario in marked or scenario in apart
+                         or (baselined and bad and scenario not in gated_names))
         if informational:
             info_ok, info_bad = info_ok + ok, info_bad + len(bad)
             continue
@@ -195,6 +222,7 @@ def count(out_dir: Path, verdicts: tuple, why: dict[str, str], baselined: bool) 
             statuses.setdefault(f"{scenario}:{c.get('id')}", c.get("status", ""))
         checks_ok += ok
         checks_bad += len(bad)
+        checks_skipped += sum(1 for c in checks if c.get("status") == "SKIPPED")
         scen_total += 1
         scen_ok += 0 if bad else 1
         for c in bad:
@@ -202,7 +230,7 @@ def count(out_dir: Path, verdicts: tuple, why: dict[str, str], baselined: bool) 
             failures.append({"scenario": scenario, "check": c.get("id"), "status": c.get("status"),
                              "message": (c.get("errorMessage") or "")[:300],
                              "reason": why.get(key) or why.get(scenario) or "NOT IN BASELINE"})
-    return {"checks_passed": checks_ok, "checks_failed": checks_bad,
+    return {"checks_passed": checks_ok, "checks_failed": checks_bad, "checks_skipped": checks_skipped,
             "scenarios_passed": scen_ok, "scenarios_total": scen_total,
             "informational_checks_passed": info_ok, "informational_checks_failed": info_bad,
             "failures": failures, "check_status": statuses}
@@ -218,6 +246,52 @@ def only_timeouts(out_dir: Path) -> bool:
         except (OSError, ValueError):
             return False
     return bool(failed) and all(f == "scenario-timeout" for f in failed)
+
+
+def invoke(cmd: list[str], out: Path, log_path: Path, base: Path | None, name: str,
+           env: dict, cwd: str) -> tuple[int, tuple, list[str], int]:
+    """One suite invocation, run again after a pure timeout (at most twice) and
+    after shrinking a baseline whose only problem was stale entries:
+    (exit code, verdicts, entries shrunk, timeout retries)."""
+    shrunk: list[str] = []
+    retried = 0
+    for attempt in range(4):
+        shutil.rmtree(out, ignore_errors=True)
+        with open(log_path, "w") as log:
+            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                cwd=cwd, timeout=600).returncode
+        verdicts = verdict(log_path.read_text())
+        stale, unexpected = verdicts[0], verdicts[1]
+        if rc != 0 and retried < 2 and only_timeouts(out):
+            # A scenario that hung is run again (the whole invocation),
+            # at most twice. Seen directly against the fixture only: its
+            # test_sampling sends sampling/createMessage on the GET
+            # stream (no related request, as many servers do), which
+            # the suite's client may not have opened yet. Through
+            # Junction the upstream GET stream is open before any call.
+            retried += 1
+            print(f"conformance {name}: a scenario timed out; running again")
+            continue
+        if rc == 0 or base is None or not stale or unexpected or attempt == 3:
+            break
+        # Only stale entries failed the run: shrink the baseline, confirm.
+        shrink(base, stale)
+        shrunk += stale
+    return rc, verdicts, shrunk, retried
+
+
+def merge(counts: list[dict]) -> dict:
+    """count()s of several invocations as one: numbers added, lists and maps joined."""
+    out: dict = {}
+    for c in counts:
+        for key, value in c.items():
+            if isinstance(value, int):
+                out[key] = out.get(key, 0) + value
+            elif isinstance(value, list):
+                out[key] = out.get(key, []) + value
+            else:
+                out[key] = {**out.get(key, {}), **value}
+    return out
 
 
 def main() -> int:
@@ -259,15 +333,14 @@ def main() -> int:
                     ("everything-server.ts", "junction"): ts_direct and f"http://{addr}/mcp-ts"}
 
             report, failed = [], 0
-            for name, fixture_name, target, wire, extra, baseline in RUNS:
-                out = results / f"suite-{name}"
+            for name, fixture_name, target, wire, extra, scenarios, baseline in RUNS:
                 base = HERE / baseline if baseline else None
                 url = urls[(fixture_name, target)]
                 if url is None:
                     report.append({"run": name, "fixture": fixture_name, "target": target,
                                    "wire": wire, "suite": None, "baseline": baseline,
                                    "exit": 1, "shrunk": [], "unexpected": [],
-                                   "checks_passed": 0, "checks_failed": 0,
+                                   "checks_passed": 0, "checks_failed": 0, "checks_skipped": 0,
                                    "scenarios_passed": 0, "scenarios_total": 0,
                                    "failures": [], "check_status": {},
                                    "not_run": f"{fixture_name} is not prepared"})
@@ -276,43 +349,41 @@ def main() -> int:
                     continue
                 suite = suites[fixture_name]
                 version = json.loads((suite.parent.parent / "package.json").read_text())["version"]
-                cmd = [str(NODE_BIN / "node"), str(suite), "server",
-                       "--url", url, "-o", str(out), *extra]
-                if base:
-                    cmd += ["--expected-failures", str(base)]
-                shrunk: list[str] = []
-                retried = 0
-                for attempt in range(4):
-                    shutil.rmtree(out, ignore_errors=True)
-                    log_path = results / f"conformance-{name}.log"
-                    with open(log_path, "w") as log:
-                        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                            cwd=tmp, timeout=600).returncode
-                    verdicts = verdict(log_path.read_text())
-                    stale, unexpected = verdicts[0], verdicts[1]
-                    if rc != 0 and retried < 2 and only_timeouts(out):
-                        # A scenario that hung is run again (the whole run), at
-                        # most twice. Seen directly against the fixture only: its
-                        # test_sampling sends sampling/createMessage on the GET
-                        # stream (no related request, as many servers do), which
-                        # the suite's client may not have opened yet. Through
-                        # Junction the upstream GET stream is open before any call.
-                        retried += 1
-                        print(f"conformance {name}: a scenario timed out; running again")
-                        continue
-                    if rc == 0 or base is None or not stale or unexpected or attempt == 3:
-                        break
-                    # Only stale entries failed the run: shrink the baseline, confirm.
-                    shrink(base, stale)
-                    shrunk += stale
+                # (label, output dir, log, extra args) of each invocation: the whole
+                # suite once, or each listed scenario on its own (suite-<run>/<scenario>/).
+                parts = ([(f"{name} {s}", results / f"suite-{name}" / s,
+                           results / f"conformance-{name}-{s}.log", [*extra, "--scenario", s])
+                          for s in scenarios] if scenarios else
+                         [(name, results / f"suite-{name}", results / f"conformance-{name}.log", extra)])
+                if scenarios:
+                    shutil.rmtree(results / f"suite-{name}", ignore_errors=True)
+                rcs, shrunk, retried, unexpected, counts = [], [], 0, [], []
+                for label, out, log_path, part_args in parts:
+                    cmd = [str(NODE_BIN / "node"), str(suite), "server",
+                           "--url", url, "-o", str(out), *part_args]
+                    if base:
+                        cmd += ["--expected-failures", str(base)]
+                    rc, verdicts, part_shrunk, part_retried = invoke(cmd, out, log_path, base, label,
+                                                                     env, tmp)
+                    rcs.append(rc)
+                    shrunk += part_shrunk
+                    retried += part_retried
+                    unexpected += verdicts[1]
+                    counts.append(count(out, verdicts, reasons(base), base is not None,
+                                        frozenset() if scenarios else frozenset(TASKS)))
+                rc = next((r for r in rcs if r != 0), 0)
                 entry = {"run": name, "fixture": fixture_name, "target": target, "wire": wire, "suite": version,
                          "baseline": baseline, "exit": rc, "shrunk": shrunk,
                          "retried_after_timeout": retried,
-                         "unexpected": unexpected, **count(out, verdicts, reasons(base), base is not None)}
+                         "unexpected": unexpected, **merge(counts)}
+                if scenarios:
+                    entry["scenario_exits"] = dict(zip(scenarios, rcs))
                 report.append(entry)
                 failed += rc != 0
                 print(f"conformance {name}: {entry['checks_passed']} checks passed, "
-                      f"{entry['checks_failed']} failed; {entry['scenarios_passed']}/"
+                      f"{entry['checks_failed']} failed"
+                      + (f", {entry['checks_skipped']} skipped by the suite" if entry["checks_skipped"] else "")
+                      + f"; {entry['scenarios_passed']}/"
                       f"{entry['scenarios_total']} scenarios (+ not gated: "
                       f"{entry['informational_checks_passed']} passed, "
                       f"{entry['informational_checks_failed']} failed); baseline "
