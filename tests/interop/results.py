@@ -107,10 +107,12 @@ def conformance_section(results: Path) -> tuple[list[str], int, int]:
            f"`@modelcontextprotocol/conformance` {npm_version('@modelcontextprotocol/conformance')} against "
            "`conformance/fixture.py`, and `@modelcontextprotocol/conformance` "
            f"{npm_version('@modelcontextprotocol/conformance', 'conformance-0.1.16')} against the suite's "
-           "own TypeScript fixture (`everything-server.ts`, handshake wire), directly and through a "
-           "Junction route with `prefix: never`. "
-           "Counts are over the scenarios the suite gates on; extension/pending scenarios "
-           "(e.g. tasks) are counted apart. Baselines only shrink (the runner deletes passing entries).", ""]
+           "own TypeScript fixture (`everything-server.ts`, handshake wire; also with the "
+           f"{npm_version('@modelcontextprotocol/conformance')} suite's 2025-11-25 scenarios), directly "
+           "and through a Junction route with `prefix: never`. The tasks extension's scenarios run "
+           "one by one (the `tasks` runs), so they are gated; in the whole-suite runs, "
+           "extension/pending scenarios are counted apart. Baselines only shrink (the runner "
+           "deletes passing entries).", ""]
     conf = results / "conformance.json"
     if not conf.exists():
         return out + ["**Conformance did not run** (see run_conformance.py output).", ""], 0, 1
@@ -121,6 +123,8 @@ def conformance_section(results: Path) -> tuple[list[str], int, int]:
     remaining = []
     for r in runs:
         fixture = r.get("fixture", "fixture.py")
+        if fixture != "fixture.py":
+            fixture = f"{fixture}, suite {r.get('suite')}"
         target = f"{fixture} direct" if r["target"] == "fixture" else f"through Junction ({fixture})"
         held = "held" if r["exit"] == 0 else "VIOLATED"
         if r.get("shrunk"):
@@ -137,7 +141,7 @@ def conformance_section(results: Path) -> tuple[list[str], int, int]:
     by_wire = {}
     for r in runs:
         fixture = r.get("fixture", "fixture.py")
-        label = r["wire"] if fixture == "fixture.py" else f"{r['wire']}, {fixture}"
+        label = r["wire"] if fixture == "fixture.py" else f"{r['wire']}, {fixture}, suite {r.get('suite')}"
         by_wire.setdefault(label, {})[r["target"]] = r
     out.append("")
     for wire, pair in by_wire.items():

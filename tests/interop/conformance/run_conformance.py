@@ -16,7 +16,10 @@ suite-0.1.16/, installed by ../setup.sh in .peers/conformance-0.1.16), against
 the suite's own TypeScript fixture (everything-server.ts, prepared by
 ../setup.sh in .peers/conformance-ts from the shared folder) directly and
 through a second route of the same Junction: baseline expected-failures-ts.yml
-(direct: no baseline, everything must pass).
+(direct: no baseline, everything must pass); and the same fixture with the
+pinned 0.2.0 alpha suite, `--spec-version 2025-11-25`: baselines
+expected-failures-ts-direct-0.2.0.yml (fixture gaps: checks newer than the
+fixture's tag) and expected-failures-ts-0.2.0.yml (through Junction).
 
 The suite itself enforces each baseline both ways: an unlisted failure and a
 listed scenario that now passes both exit non-zero. Baselines only shrink, and
@@ -69,6 +72,9 @@ TASKS = ["tasks-lifecycle", "tasks-capability-negotiation", "tasks-wire-fields",
          "tasks-dispatch-and-envelope", "tasks-status-notifications",
          "tasks-required-task-error", "tasks-mrtr-composition"]
 
+# Runs of the TS fixture with the pinned (0.2.0 alpha) suite instead of 0.1.16.
+ALPHA_ON_TS = {"direct-ts-0.2.0", "junction-ts-0.2.0"}
+
 RUNS = [
     # name, fixture, target, wire, extra args, scenarios (None: the whole suite in one
     # invocation; a list: one `--scenario` invocation each), baseline file (None: must all pass)
@@ -83,6 +89,12 @@ RUNS = [
      None),
     ("junction-ts-handshake", "everything-server.ts", "junction", "handshake (2025-11-25)", [],
      None, "expected-failures-ts.yml"),
+    # The TS fixture again, with the pinned 0.2.0 alpha suite (ALPHA_ON_TS), its
+    # 2025-11-25 scenarios (the fixture is a handshake-era server).
+    ("direct-ts-0.2.0", "everything-server.ts", "fixture", "handshake (2025-11-25)",
+     ["--spec-version", "2025-11-25"], None, "expected-failures-ts-direct-0.2.0.yml"),
+    ("junction-ts-0.2.0", "everything-server.ts", "junction", "handshake (2025-11-25)",
+     ["--spec-version", "2025-11-25"], None, "expected-failures-ts-0.2.0.yml"),
     ("direct-tasks", "fixture.py", "fixture", "2026-07-28, tasks extension", [], TASKS, None),
     ("junction-tasks", "fixture.py", "junction", "2026-07-28, tasks extension", [], TASKS,
      "expected-failures-tasks.yml"),
@@ -347,7 +359,7 @@ def main() -> int:
                     failed += 1
                     print(f"conformance {name}: NOT RUN ({fixture_name} is not prepared)")
                     continue
-                suite = suites[fixture_name]
+                suite = SUITE if name in ALPHA_ON_TS else suites[fixture_name]
                 version = json.loads((suite.parent.parent / "package.json").read_text())["version"]
                 # (label, output dir, log, extra args) of each invocation: the whole
                 # suite once, or each listed scenario on its own (suite-<run>/<scenario>/).
