@@ -75,21 +75,7 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
             GatewayError::InvalidParams(format!("unknown tool: {}", tool.exposed))
         })?;
     object_or_absent(Some(&params), "arguments")?;
-    let task_shape = task_shape(&client, &params, tool, upstream)?;
-    if task_shape == tasks::Shape::Modern && !upstream_is_modern(upstream) {
-        // A modern client with the extension, a handshake-era upstream whose
-        // tool can run as a task: ask for one (core tasks, NOTES §12.3).
-        if matches!(
-            tasks::task_support(&tool.definition).as_str(),
-            "optional" | "required"
-        ) {
-            params.insert(
-                "task".into(),
-                RawValue::from_string("{}".into())
-                    .map_err(|e| GatewayError::Unsupported(e.to_string()))?,
-            );
-        }
-    }
+    let task_shape = task_shape(&client, &mut params, tool, upstream)?;
     let received: Vec<(String, String)> = cx
         .headers
         .iter()
@@ -223,27 +209,39 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
     answered
 }
 
-/// Whether this call may be answered with a task, and in which shape. A
-/// handshake-era upstream's tool that only runs as a task (`taskSupport:
-/// "required"`) is refused for a modern client without the extension, as the
-/// extension says (-32021); a modern upstream says so itself.
+/// Whether this call may be answered with a task, and in which shape. For a
+/// modern client calling a handshake-era upstream's tool that runs as a task
+/// (2025-11-25 `execution.taskSupport`): with the extension, Junction asks for
+/// a task (`task: {}`, translated back by the Finisher); without it, a tool
+/// that only runs as a task (`"required"`) is refused with -32021, as the
+/// extension says. A modern upstream decides both itself. Most tools say
+/// nothing of tasks: for them this is one substring search.
 fn task_shape(
     client: &ClientSide,
-    params: &RawParams,
+    params: &mut RawParams,
     tool: &ExposedTool,
     upstream: &UpstreamEntry,
 ) -> Result<tasks::Shape, GatewayError> {
     let shape = tasks::shape(client.is_modern(), client.capabilities(), params);
-    let legacy_upstream = !upstream_is_modern(upstream);
-    if shape == tasks::Shape::None
-        && client.is_modern()
-        && legacy_upstream
-        && tool.definition.get().contains("\"required\"")
-        && tasks::task_support(&tool.definition) == "required"
+    if !client.is_modern()
+        || !tool.definition.get().contains("taskSupport")
+        || upstream_is_modern(upstream)
     {
-        return Err(tasks::needs_extension(&format!("tool {}", tool.exposed)));
+        return Ok(shape);
     }
-    Ok(shape)
+    let support = tasks::task_support(&tool.definition);
+    match shape {
+        tasks::Shape::None if support == "required" => {
+            Err(tasks::needs_extension(&format!("tool {}", tool.exposed)))
+        }
+        tasks::Shape::Modern if matches!(support.as_str(), "optional" | "required") => {
+            let ask = RawValue::from_string("{}".into())
+                .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
+            params.insert("task".into(), ask);
+            Ok(shape)
+        }
+        _ => Ok(shape),
+    }
 }
 
 fn upstream_is_modern(upstream: &UpstreamEntry) -> bool {
