@@ -2,7 +2,11 @@
 //! example server (`simpleStreamableHttp.js`, handshake era, 2025-11-25 core
 //! tasks: its `delay` tool runs only as a task) reached by a handshake-era
 //! client on the same wire and by a modern client through the 2026-07-28
-//! tasks extension (translated by Junction). Checked as a user would: the
+//! tasks extension (translated by Junction); and the conformance fixture
+//! (Python SDK 2.x with the tasks extension, `conformance/fixture_tasks.py`)
+//! reached by a handshake-era client through core tasks (translated the
+//! other way). The same-wire modern path is the conformance suite's own
+//! `tasks-*` scenarios through Junction (`tests/interop/conformance`). Checked as a user would: the
 //! task is created, polled, its result read, cancelled; its id is Junction's
 //! own and works only for the caller who created it; a modern client that
 //! did not declare the extension gets -32021.
@@ -13,7 +17,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use junction_testkit::jwt::{bearer, jwks_file, token, ISSUER, PUBLIC};
-use junction_testkit::peers::{sdk_example_server, Peer};
+use junction_testkit::peers::{interop, python, sdk_example_server, spawn_peer, Peer};
 use junction_testkit::{spawn_gateway, Gateway, TestClient};
 use serde_json::{json, Value};
 
@@ -25,13 +29,18 @@ fn bin() -> &'static Path {
 
 struct World {
     _sdk: Peer,
+    _fixture: Peer,
     gw: Gateway,
     _dir: tempfile::TempDir,
 }
 
-/// Junction with JWT auth in front of the SDK example server (tools `sdk__*`).
+/// Junction with JWT auth in front of the SDK example server (tools `sdk__*`)
+/// and the conformance fixture (tools `fx__*`).
 async fn world() -> World {
     let sdk = sdk_example_server("simpleStreamableHttp.js").await;
+    let mut cmd = tokio::process::Command::new(python("py-mcp2"));
+    cmd.arg(interop().join("conformance/fixture.py")).arg("0");
+    let fixture = spawn_peer(cmd, "conformance fixture.py").await;
     let dir = tempfile::tempdir().unwrap();
     let jwks = jwks_file(dir.path());
     let yaml = format!(
@@ -39,19 +48,22 @@ async fn world() -> World {
 server: {{listen: 127.0.0.1:0, public_url: "{PUBLIC}"}}
 upstreams:
   - {{id: sdk, url: "{url}"}}
+  - {{id: fx, url: "{fixture}"}}
 routes:
-  - {{path: /mcp, upstreams: [sdk]}}
+  - {{path: /mcp, upstreams: [sdk, fx]}}
 auth:
   jwt: {{issuer: "{ISSUER}", jwks_file: "{jwks}"}}
   rules:
-    - {{scopes: [tools], tools: ["sdk__*"]}}
+    - {{scopes: [tools], tools: ["sdk__*", "fx__*"]}}
 "#,
         url = sdk.url,
+        fixture = fixture.url,
         jwks = jwks.display()
     );
     let gw = spawn_gateway(bin(), &yaml).await;
     World {
         _sdk: sdk,
+        _fixture: fixture,
         gw,
         _dir: dir,
     }
@@ -240,4 +252,78 @@ async fn a_modern_client_with_the_extension_runs_a_core_task_translated() {
     // A handshake-era-only method is not one of this era.
     let v1 = c.request("tasks/result", json!({"taskId": id})).await;
     assert_eq!(v1.error_code(), Some(-32601), "{}", v1.text());
+}
+
+#[tokio::test]
+async fn a_handshake_era_client_runs_an_extension_task_translated() {
+    let w = world().await;
+    let c = legacy(&w, "alice").await;
+    // Without `task`, the modern upstream is not told of the extension: a plain answer.
+    let plain = c
+        .call_tool("fx__slow_compute", json!({"seconds": 0, "label": "now"}))
+        .await;
+    assert_eq!(
+        plain.result()["content"][0]["text"],
+        "slow_compute done: label='now' after 0 s",
+        "{}",
+        plain.text()
+    );
+
+    let created = c
+        .request(
+            "tools/call",
+            json!({"name": "fx__slow_compute", "arguments": {"seconds": 1, "label": "a"},
+                   "task": {"ttl": 60000}}),
+        )
+        .await;
+    assert_eq!(created.status, 200, "{}", created.text());
+    let task = &created.result()["task"];
+    assert!(
+        task.get("ttl").is_some() && task.get("ttlMs").is_none(),
+        "{}",
+        created.text()
+    );
+    assert!(
+        created.result().get("resultType").is_none(),
+        "{}",
+        created.text()
+    );
+    let id = task["taskId"].as_str().unwrap().to_owned();
+    let got = c.request("tasks/get", json!({"taskId": id})).await;
+    assert_eq!(got.result()["taskId"], id.as_str(), "{}", got.text());
+    assert!(
+        got.result().get("result").is_none(),
+        "a Task, no outcome: {}",
+        got.text()
+    );
+    // tasks/result waits for the outcome.
+    let result = c.request("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(
+        result.result()["content"][0]["text"],
+        "slow_compute done: label='a' after 1 s",
+        "{}",
+        result.text()
+    );
+    assert_eq!(settled(&c, &id).await["status"], "completed");
+
+    let long = c
+        .request(
+            "tools/call",
+            json!({"name": "fx__slow_compute", "arguments": {"seconds": 60, "label": "b"},
+                   "task": {}}),
+        )
+        .await;
+    let long_id = long.result()["task"]["taskId"].as_str().unwrap().to_owned();
+    let cancelled = c.request("tasks/cancel", json!({"taskId": long_id})).await;
+    assert_eq!(
+        cancelled.result()["status"],
+        "cancelled",
+        "{}",
+        cancelled.text()
+    );
+    assert_eq!(cancelled.result()["taskId"], long_id.as_str());
+    // A task of this route's other upstream is not reachable by another caller.
+    let bob = legacy(&w, "bob").await;
+    let stolen = bob.request("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(stolen.error_code(), Some(-32602), "{}", stolen.text());
 }

@@ -108,9 +108,16 @@ pub async fn forward(
     };
     if tasks == Shape::Legacy {
         // A handshake-era client asked for a task: a modern upstream creates
-        // one only for a client that declares the extension.
+        // one only for a client that declares the extension, and only on the
+        // modern wire (not a dual-era upstream's handshake-era side session).
         if let Some(caps) = &request.client_capabilities {
             request.client_capabilities = Some(crate::tasks::declaring(caps));
+        }
+        if matches!(
+            upstream.client.known_era(),
+            Some(junction_upstream::Era::Modern)
+        ) {
+            request.handshake_client = false;
         }
     }
     let span = UpstreamSpan::start(&upstream.id, method);

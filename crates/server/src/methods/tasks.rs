@@ -206,9 +206,12 @@ async fn ask(
     }
     let mut request = client.upstream_request(cx, method, params, Vec::new());
     if task.modern {
+        // The extension's task lives on the modern wire, also for a
+        // handshake-era client of a dual-era upstream.
         if let Some(caps) = &request.client_capabilities {
             request.client_capabilities = Some(tasks::declaring(caps));
         }
+        request.handshake_client = false;
     }
     if u.credentials.is_some() {
         request.authorization = Box::pin(identity::authorization(cx, u)).await?;
