@@ -13,9 +13,10 @@
 //! the modern version in `supportedVersions` yet accepts `initialize`. Only a
 //! *stateful* session counts (one with an `Mcp-Session-Id`): a stateless
 //! handshake-era server has no back-channel either, and the modern wire keeps
-//! the `input_required` bridging for it. Modern clients, list fetches and the
-//! change watcher stay modern; an upstream pinned `protocol: modern` never gets
-//! a session.
+//! the `input_required` bridging for it. Modern clients, list fetches, the
+//! change watcher and a handshake-era client's task requests (tasks are the
+//! modern wire's extension; the server marks them not `handshake_client`)
+//! stay modern; an upstream pinned `protocol: modern` never gets a session.
 //!
 //! One session per upstream, initialized by the first handshake-era client and
 //! shared like the session of a handshake-era upstream (it declares every
