@@ -66,16 +66,21 @@ impl Finisher {
     /// A task the upstream created: its id sealed for this caller, in the
     /// client's shape.
     fn task_created(&self, created: tasks::Created) -> Result<Box<RawValue>, GatewayError> {
+        let sealed = self.task_id(created.id, created.modern);
+        serde_json::value::to_raw_value(&tasks::created_for(self.tasks, created.task, &sealed))
+            .map_err(|e| GatewayError::Unsupported(e.to_string()))
+    }
+
+    /// The id this call's client knows the upstream's task `id` (raw JSON) by.
+    fn task_id(&self, id: String, modern_upstream: bool) -> String {
         let task = TaskRef {
             principal: self.principal.clone(),
             upstream: self.upstream.clone(),
             tool: self.target.clone(),
-            id: created.id,
-            modern: created.modern,
+            id,
+            modern: modern_upstream,
         };
-        let sealed = envelope::seal_task(&self.sealer, &task);
-        serde_json::value::to_raw_value(&tasks::created_for(self.tasks, created.task, &sealed))
-            .map_err(|e| GatewayError::Unsupported(e.to_string()))
+        envelope::seal_task(&self.sealer, &task)
     }
 
     /// A notification on its way to this call's client. A task's status
@@ -107,15 +112,7 @@ impl Finisher {
             Some(id @ serde_json::Value::String(_)) => id.to_string(),
             _ => return None,
         };
-        let task = TaskRef {
-            principal: self.principal.clone(),
-            upstream: self.upstream.clone(),
-            tool: self.target.clone(),
-            id,
-            modern: modern_upstream,
-        };
-        let sealed = envelope::seal_task(&self.sealer, &task);
-        let params = tasks::with_client_id(params, &sealed);
+        let params = tasks::with_client_id(params, &self.task_id(id, modern_upstream));
         let (method, params) = if self.modern {
             ("notifications/tasks", tasks::to_modern(params))
         } else {
