@@ -3,8 +3,9 @@
 //! tracing's formatting machinery.
 //!
 //! An access line is written for every request, so it is built by hand into
-//! one buffer (integers with `itoa`, strings quoted only where a caller
-//! controls them) and handed to the same buffered writer as every other
+//! one buffer (integers with `itoa`, the timestamp's date and time of day
+//! formatted once per second, strings quoted only where a caller controls
+//! them and escaped only when they need it) and handed to the same buffered writer as every other
 //! line: ~15k instructions per line through `tracing-subscriber`'s
 //! formatter, a fraction of that here. Whether it is written is `log.access`
 //! alone; the log level does not filter it.
@@ -72,21 +73,21 @@ impl AccessLog {
 /// JSON), so no value can break a line or forge one.
 fn render(r: &AccessRecord<'_>, format: LogFormat, now: SystemTime) -> Vec<u8> {
     let mut out = Vec::with_capacity(320);
-    let time = humantime::format_rfc3339_micros(now);
     let mut num = itoa::Buffer::new();
     match format {
         LogFormat::Text => {
-            let _ = write!(
-                out,
-                "{time}  INFO junction::access: request route={}",
-                r.route
+            timestamp(&mut out, now);
+            push(
+                &mut out,
+                &["  INFO junction::access: request route=", r.route],
             );
             push(&mut out, &[" method=", r.method]);
             if let Some(u) = r.upstream {
                 push(&mut out, &[" upstream=", u]);
             }
             if let Some(t) = r.target {
-                let _ = write!(out, " target={t:?}");
+                push(&mut out, &[" target="]);
+                debug_str(&mut out, t);
             }
             push(&mut out, &[" status=", num.format(r.status)]);
             push(&mut out, &[" outcome=", r.outcome]);
@@ -95,16 +96,20 @@ fn render(r: &AccessRecord<'_>, format: LogFormat, now: SystemTime) -> Vec<u8> {
             }
             push(&mut out, &[" duration_us=", num.format(r.duration_us)]);
             if let Some(p) = r.principal {
-                let _ = write!(out, " principal={p:?}");
+                push(&mut out, &[" principal="]);
+                debug_str(&mut out, p);
             }
             if let Some(c) = r.client {
-                let _ = write!(out, " client={c}");
+                push(&mut out, &[" client="]);
+                ip(&mut out, c);
             }
         }
         LogFormat::Json => {
-            let _ = write!(
-                out,
-                r#"{{"timestamp":"{time}","level":"INFO","fields":{{"message":"request","route":"#
+            push(&mut out, &[r#"{"timestamp":""#]);
+            timestamp(&mut out, now);
+            push(
+                &mut out,
+                &[r#"","level":"INFO","fields":{"message":"request","route":"#],
             );
             json_str(&mut out, r.route);
             push(&mut out, &[r#","method":"#]);
@@ -129,7 +134,9 @@ fn render(r: &AccessRecord<'_>, format: LogFormat, now: SystemTime) -> Vec<u8> {
                 json_str(&mut out, p);
             }
             if let Some(c) = r.client {
-                let _ = write!(out, r#","client":"{c}""#);
+                push(&mut out, &[r#","client":""#]);
+                ip(&mut out, c);
+                out.push(b'"');
             }
             push(&mut out, &[r#"},"target":"junction::access"}"#]);
         }
@@ -144,9 +151,81 @@ fn push(out: &mut Vec<u8>, parts: &[&str]) {
     }
 }
 
+/// `now` in RFC 3339 with microseconds, as `humantime` writes it
+/// (`2026-12-04T14:44:12.774895Z`). The part up to the second is formatted
+/// once per second and thread, the rest from integers.
+fn timestamp(out: &mut Vec<u8>, now: SystemTime) {
+    thread_local! {
+        static SECOND: std::cell::Cell<(u64, [u8; 19])> = const { std::cell::Cell::new((u64::MAX, [0; 19])) };
+    }
+    let since = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = since.as_secs();
+    let (cached, mut prefix) = SECOND.get();
+    if cached != secs {
+        let whole = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+        let text = humantime::format_rfc3339_seconds(whole).to_string();
+        // "YYYY-MM-DDTHH:MM:SSZ": everything but the zone.
+        if let Some(head) = text.as_bytes().get(..19) {
+            prefix.copy_from_slice(head);
+            SECOND.set((secs, prefix));
+        }
+    }
+    out.extend_from_slice(&prefix);
+    let micros = since.subsec_micros();
+    let mut digits = [b'0'; 6];
+    let mut n = micros;
+    for d in digits.iter_mut().rev() {
+        *d = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    out.push(b'.');
+    out.extend_from_slice(&digits);
+    out.push(b'Z');
+}
+
+/// Bytes a quoted string keeps as they are, in Rust's `Debug` and in JSON:
+/// printable ASCII but the quote and the backslash.
+fn plain(s: &str) -> bool {
+    s.bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+}
+
+/// `s` quoted and escaped as `{s:?}` writes it.
+fn debug_str(out: &mut Vec<u8>, s: &str) {
+    if plain(s) {
+        push(out, &["\"", s, "\""]);
+    } else {
+        let _ = write!(out, "{s:?}");
+    }
+}
+
 fn json_str(out: &mut Vec<u8>, s: &str) {
-    // Writing a string into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, s);
+    if plain(s) {
+        push(out, &["\"", s, "\""]);
+    } else {
+        // Writing a string into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, s);
+    }
+}
+
+/// The address as `Display` writes it (IPv4 from integers).
+fn ip(out: &mut Vec<u8>, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => {
+            let mut num = itoa::Buffer::new();
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                out.extend_from_slice(num.format(octet).as_bytes());
+            }
+        }
+        IpAddr::V6(v6) => {
+            let _ = write!(out, "{v6}");
+        }
+    }
 }
 
 #[cfg(test)]
@@ -233,6 +312,60 @@ mod tests {
             serde_json::from_slice(&render(&bare, LogFormat::Json, at())).unwrap_or_default();
         for absent in ["upstream", "target", "error", "principal", "client"] {
             assert!(v["fields"].get(absent).is_none(), "{absent} in {v}");
+        }
+    }
+
+    #[test]
+    fn timestamps_match_humantime_across_seconds_and_small_fractions() {
+        // The per-thread second cache must follow the clock both ways.
+        for micros in [
+            1_796_395_452_000_042,
+            1_796_395_452_999_999,
+            1_796_395_453_000_000,
+            1_796_395_451_500_000,
+            951_782_400_123_456,
+        ] {
+            let t = UNIX_EPOCH + Duration::from_micros(micros);
+            let mut out = Vec::new();
+            timestamp(&mut out, t);
+            assert_eq!(
+                String::from_utf8(out).unwrap_or_default(),
+                humantime::format_rfc3339_micros(t).to_string()
+            );
+        }
+    }
+
+    #[test]
+    fn quoting_and_addresses_match_debug_and_display() {
+        for s in [
+            "plain name",
+            "tab\there",
+            "quote\"",
+            "back\\slash",
+            "caf\u{e9}",
+            "",
+        ] {
+            let mut out = Vec::new();
+            debug_str(&mut out, s);
+            assert_eq!(String::from_utf8(out).unwrap_or_default(), format!("{s:?}"));
+            let mut out = Vec::new();
+            json_str(&mut out, s);
+            assert_eq!(
+                String::from_utf8(out).unwrap_or_default(),
+                serde_json::to_string(s).unwrap_or_default()
+            );
+        }
+        for a in [
+            "0.0.0.0",
+            "255.255.255.255",
+            "10.0.12.7",
+            "::1",
+            "2001:db8::8a2e:370:7334",
+        ] {
+            let addr: IpAddr = a.parse().unwrap_or(IpAddr::from([1, 1, 1, 1]));
+            let mut out = Vec::new();
+            ip(&mut out, addr);
+            assert_eq!(String::from_utf8(out).unwrap_or_default(), addr.to_string());
         }
     }
 }
