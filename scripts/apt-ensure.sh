@@ -2,7 +2,7 @@
 # apt-ensure.sh COMMAND PACKAGE: makes sure COMMAND is on PATH, installing
 # Debian's PACKAGE when it is not (from the current package lists, refreshed
 # once if that fails: a fresh machine has none). Idempotent; what the test
-# command and .ci/run install this way: redis-server, chromium.
+# command and .ci/run install this way: redis-server, haproxy, chromium.
 set -euo pipefail
 cmd="$1" pkg="$2"
 

@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tests/interop/setup.sh >/dev/null
 [ -f scripts/redis.sh ] && bash scripts/redis.sh >/dev/null
+bash scripts/haproxy.sh >/dev/null
 bash scripts/chromium.sh >/dev/null
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
