@@ -102,13 +102,19 @@ async fn wait_for_port(port: u16, what: &str, child: &mut Proc, log: &Path) {
 }
 
 /// The tools both mocks serve: an echo, a tool asking for input (modern:
-/// `input_required`; handshake era: `elicitation/create` mid-call) and one
-/// sending log messages at every level.
+/// `input_required`; handshake era: `elicitation/create` mid-call), one
+/// sending log messages at every level, and one that answers only after
+/// 30 s (unless its call is cancelled first).
 pub fn mock_tools(ask: &str) -> Vec<MockTool> {
     vec![
         MockTool::echo("echo"),
         MockTool::new(ask, json!({"type": "object"}), Behavior::InputRequired),
         MockTool::new("chatty", json!({"type": "object"}), Behavior::Logs),
+        MockTool::new(
+            "slow",
+            json!({"type": "object"}),
+            Behavior::Slow(Duration::from_secs(30)),
+        ),
     ]
 }
 
@@ -117,9 +123,11 @@ pub const CATALOG: &[&str] = &[
     "alpha__chatty",
     "alpha__echo",
     "alpha__mrtr",
+    "alpha__slow",
     "beta__ask",
     "beta__chatty",
     "beta__echo",
+    "beta__slow",
     "weather__add",
     "weather__confirm_reset",
     "weather__forecast",
@@ -151,10 +159,14 @@ impl Fleet {
         );
         wait_for_port(redis_port, "redis-server", &mut redis, Path::new("")).await;
 
-        let alpha =
-            MockUpstream::start(MockSpec::modern("alpha", mock_tools("mrtr")).with_page_size(2))
-                .await;
-        let beta = MockUpstream::start(MockSpec::legacy("beta", mock_tools("ask"))).await;
+        // Both answer as SSE streams, as most SDK servers do (and so `slow`
+        // is slow, and its call sees its stream close when it is cancelled).
+        let alpha = MockSpec::modern("alpha", mock_tools("mrtr"))
+            .with_page_size(2)
+            .with_sse(true);
+        let alpha = MockUpstream::start(alpha).await;
+        let beta = MockSpec::legacy("beta", mock_tools("ask")).with_sse(true);
+        let beta = MockUpstream::start(beta).await;
         let yaml = format!(
             "server:\n  listen: \"{{listen}}\"\n\
              upstreams:\n  - {{id: alpha, url: {alpha}}}\n  - {{id: beta, url: {beta}}}\n  \
