@@ -4,12 +4,16 @@
 #   - helm template of each; kubernetes-validate --strict on the output against
 #     the oldest (1.25) and newest (1.37) Kubernetes schemas it knows
 #   - structure: hardened pod, probes, selectors that match, HPA/PDB/ServiceMonitor
-#     wiring, shared state key whenever there can be more than one replica
+#     wiring, shared state key whenever there can be more than one replica; the
+#     chart's own Redis (redis.deploy.enabled) hardened, apart from the gateway's
+#     selectors, and the one rate_limits.redis_url points at
 #   - `junction validate` on the gateway.yaml each rendering puts in its ConfigMap,
 #     with the pod's env var names set (secret values are stand-ins)
 #   - the PrometheusRule groups pass `promtool check rules`, and the default rules
 #     fire (and stay quiet) as intended under `promtool test rules`
-#   - values the chart must refuse (schema and render-time checks)
+#   - values the chart must refuse (schema and render-time checks), and redis.url wired
+#   - NOTES.txt of a multi-replica install: its state key, its Redis (or a warning that
+#     rate limits are per pod) and what still binds to one pod
 #   - a real Junction (127.0.0.1, port 0) is driven through tools/list, tools/call,
 #     an error, a good and a bad reload; its /metrics passes `promtool check metrics`,
 #     and every metric family and label the dashboard and the alerts use is one it exports
@@ -130,6 +134,74 @@ def dashboard_problems(d, where):
     return problems
 
 
+def is_redis(o):
+    return o.get("metadata", {}).get("labels", {}).get("app.kubernetes.io/component") == "redis"
+
+
+def redis_problems(objs, gateway, env, gw_svc, gw_pod_labels):
+    """How the gateway reaches a Redis for shared rate limits, and the chart's own
+    Redis (redis.deploy.enabled): hardened, selected apart from the gateway, fenced."""
+    problems = []
+    rl = ((yaml.safe_load(gateway) or {}) if gateway else {}).get("rate_limits") or {}
+    from_secret = [e for e in env if e["name"] == "JUNCTION_RATE_LIMITS__REDIS_URL"]
+    for e in from_secret:
+        if not e.get("valueFrom", {}).get("secretKeyRef"):
+            problems.append("JUNCTION_RATE_LIMITS__REDIS_URL must come from a Secret")
+    if from_secret and rl.get("redis_url"):
+        problems.append("rate_limits.redis_url is both in gateway.yaml and from a Secret")
+    if (rl.get("backend") == "redis") != bool(rl.get("redis_url") or from_secret):
+        problems.append("rate_limits: backend redis needs a redis_url (in gateway.yaml or from the Secret), and only then")
+    deps = [o for o in objs if o["kind"] == "Deployment"]
+    svcs = [o for o in objs if o["kind"] == "Service"]
+    if not objs:
+        return problems
+    if len(deps) != 1 or len(svcs) != 1:
+        return problems + [f"Redis: want one Deployment and one Service, got {len(deps)} and {len(svcs)}"]
+    dep, svc = deps[0], svcs[0]
+    pod = dep["spec"]["template"]
+    labels = pod["metadata"].get("labels", {})
+    spec = pod["spec"]
+    if not subset(dep["spec"]["selector"]["matchLabels"], labels):
+        problems.append("Redis Deployment selector does not match its pod labels")
+    if not subset(svc["spec"]["selector"], labels):
+        problems.append("Redis Service selector does not match the Redis pod labels")
+    if subset(gw_svc["spec"]["selector"], labels):
+        problems.append("the gateway Service selects the Redis pod (MCP traffic would reach Redis)")
+    if subset(svc["spec"]["selector"], gw_pod_labels):
+        problems.append("the Redis Service selects gateway pods")
+    for o in objs:
+        if o["kind"] == "NetworkPolicy" and not subset(o["spec"]["podSelector"].get("matchLabels"), labels):
+            problems.append("Redis NetworkPolicy does not select the Redis pod")
+    if dep["spec"].get("replicas") != 1:
+        problems.append("Redis must run one pod (the buckets live in it)")
+    psc = spec.get("securityContext", {})
+    if psc.get("runAsNonRoot") is not True or psc.get("seccompProfile", {}).get("type") != "RuntimeDefault":
+        problems.append("Redis pod securityContext must set runAsNonRoot and seccompProfile RuntimeDefault")
+    if spec.get("automountServiceAccountToken") is not False:
+        problems.append("the Redis pod does not need a service-account token")
+    c = spec["containers"][0]
+    sc = c.get("securityContext", {})
+    for key, want in (("readOnlyRootFilesystem", True), ("allowPrivilegeEscalation", False), ("runAsNonRoot", True)):
+        if sc.get(key) is not want:
+            problems.append(f"Redis container securityContext.{key} must be {want}")
+    if "ALL" not in sc.get("capabilities", {}).get("drop", []):
+        problems.append("Redis container must drop ALL capabilities")
+    if sc.get("runAsUser", psc.get("runAsUser", 0)) == 0:
+        problems.append("Redis must not run as uid 0")
+    if not c.get("resources", {}).get("limits", {}).get("memory"):
+        problems.append("Redis needs a memory limit")
+    if not c.get("readinessProbe"):
+        problems.append("Redis needs a readiness probe")
+    ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+    svc_port = {p["name"]: p for p in svc["spec"]["ports"]}.get("redis", {})
+    if svc_port.get("targetPort") not in ("redis", ports.get("redis")):
+        problems.append("Redis Service port redis must target the container port redis")
+    url = f"redis://{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc.cluster.local:{svc_port.get('port')}"
+    if rl.get("redis_url") != url:
+        problems.append(f"rate_limits.redis_url {rl.get('redis_url')!r} is not the chart's Redis ({url})")
+    return problems
+
+
 def split(rendered, out):
     """Writes out/{gateway.yaml,env-names,rules.yaml,dashboard-N.json,core.yaml}; prints problems."""
     problems = []
@@ -143,6 +215,10 @@ def split(rendered, out):
     # kubernetes-validate has no schemas for the operator's CRDs: they are checked here.
     with open(f"{out}/core.yaml", "w") as f:
         yaml.safe_dump_all([o for o in objs if (o["apiVersion"], o["kind"]) not in CRDS], f)
+    # The chart's own Redis is checked apart (redis_problems); the rest is the gateway's.
+    redis = [o for o in objs if is_redis(o)]
+    for o in redis:
+        by_kind[o["kind"]].remove(o)
 
     deps = by_kind.get("Deployment", [])
     svcs = by_kind.get("Service", [])
@@ -246,6 +322,7 @@ def split(rendered, out):
         for ep in sm["spec"].get("endpoints", []):
             if ep.get("port") not in svc_ports or ep.get("path") != "/metrics":
                 problems.append(f"ServiceMonitor endpoint {ep} does not scrape a Service port at /metrics")
+    problems += redis_problems(redis, gateway, env, svc, pod_labels)
     groups = []
     for pr in by_kind.get("PrometheusRule", []):
         for g in pr["spec"].get("groups", []):
@@ -473,7 +550,14 @@ for s in "${sets[@]}"; do
   if [ -f "$dir/gateway.yaml" ]; then
     # The pod's environment: every env var it gets, with stand-in values.
     envs=(PATH="$PATH")
-    while read -r n; do [ -n "$n" ] && envs+=("$n=$stand_in"); done <"$dir/env-names"
+    while read -r n; do
+      case "$n" in
+        "") ;;
+        # A Redis URL from a Secret (redis.existingSecret) must look like one.
+        JUNCTION_RATE_LIMITS__REDIS_URL) envs+=("$n=redis://chart-check-stand-in:6379") ;;
+        *) envs+=("$n=$stand_in") ;;
+      esac
+    done <"$dir/env-names"
     check "junction validate on the rendered gateway.yaml ($name)" \
       env -i "${envs[@]}" "$junction" validate --config "$dir/gateway.yaml"
   fi
@@ -511,6 +595,36 @@ refuse "a bearer_token_env no secret provides" "secretEnv" \
 refuse "an unknown top-level value (schema)" "additional properties .replicas. not allowed" --set replicas=2
 refuse "a root container (schema)" "runAsNonRoot.: value must be true" --set securityContext.runAsNonRoot=false
 refuse "tls without a Secret" "tls.secretName" --set tls.enabled=true
+refuse "two sources of Redis" "set one of redis" \
+  --set redis.deploy.enabled=true --set redis.url=redis://redis.platform:6379
+refuse "a Redis URL that is not redis:// (schema)" "redis.url" --set redis.url=http://redis:6379
+refuse "config.rate_limits.redis_url beside redis.*" "leave it out" \
+  --set redis.url=redis://a:6379 --set config.rate_limits.redis_url=redis://b:6379
+refuse "backend local beside redis.*" "backend is local" \
+  --set redis.existingSecret=junction-redis --set config.rate_limits.backend=local
+
+# --- values the chart must wire ------------------------------------------------------
+# (redis.deploy.enabled and redis.existingSecret are ci/ values sets above.)
+wired="$("$helm" template "$release" "$chart" --namespace "$namespace" \
+  --set redis.url=redis://redis.platform.svc:6379 2>&1)"
+check "redis.url becomes rate_limits.redis_url with backend redis" \
+  grep -qzE 'rate_limits:\s+backend: redis\s+redis_url: redis://redis.platform.svc:6379' <<<"$wired"
+
+# --- what NOTES.txt tells a multi-replica install ------------------------------------
+notes() {
+  "$helm" install --dry-run=client "$release" "$chart" --namespace "$namespace" "$@" 2>&1 |
+    sed -n '/^NOTES:/,$p'
+}
+fleet_notes="$(notes -f "$chart/ci/fleet-values.yaml")"
+check "NOTES of a fleet name its state key, its Redis and what binds to one pod" bash -c '
+  grep -q "Secret junction-state" <<<"$1" &&
+  grep -q "Redis at redis://junction-redis.junction-ci.svc.cluster.local:6379" <<<"$1" &&
+  grep -q "Still bound to the pod" <<<"$1" && grep -q "sessionAffinity is ClientIP" <<<"$1"' _ "$fleet_notes"
+local_notes="$(notes --set replicaCount=2 --set stateKey.existingSecret=junction-state \
+  --set 'config.rate_limits.rules[0].name=r' --set 'config.rate_limits.rules[0].rate=1' \
+  --set 'config.rate_limits.rules[0].per=1s')"
+check "NOTES warn that rate limits without Redis are counted per pod" \
+  grep -q "WARNING: rate limits are counted per pod" <<<"$local_notes"
 
 # --- alert unit tests ----------------------------------------------------------------
 if [ -f "$work/rules-default/rules.yaml" ]; then

@@ -63,6 +63,50 @@ app.kubernetes.io/part-of: junction
 {{- end -}}
 {{- end -}}
 
+{{/* Name of the chart's own Redis (Deployment and Service). */}}
+{{- define "junction.redis.fullname" -}}
+{{- printf "%s-redis" (include "junction.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* "true" when rate limits are shared through a Redis (any of redis.*). */}}
+{{- define "junction.redis.enabled" -}}
+{{- if or .Values.redis.deploy.enabled .Values.redis.url .Values.redis.existingSecret -}}true{{- end -}}
+{{- end -}}
+
+{{/* The Redis URL written into gateway.yaml; empty when it comes from a Secret (or there is no Redis). */}}
+{{- define "junction.redis.url" -}}
+{{- if .Values.redis.deploy.enabled -}}
+{{- printf "redis://%s.%s.svc.cluster.local:%v" (include "junction.redis.fullname" .) .Release.Namespace .Values.redis.deploy.port -}}
+{{- else -}}
+{{- .Values.redis.url -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "junction.redis.selectorLabels" -}}
+app.kubernetes.io/name: redis
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: redis
+{{- end -}}
+
+{{- define "junction.redis.labels" -}}
+helm.sh/chart: {{ include "junction.chart" . }}
+{{ include "junction.redis.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.redis.deploy.image.tag | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: junction
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "junction.redis.image" -}}
+{{- if .Values.redis.deploy.image.digest -}}
+{{- printf "%s@%s" .Values.redis.deploy.image.repository .Values.redis.deploy.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.redis.deploy.image.repository .Values.redis.deploy.image.tag -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "junction.scheme" -}}
 {{- if .Values.tls.enabled }}https{{ else }}http{{ end -}}
 {{- end -}}
@@ -73,7 +117,8 @@ app.kubernetes.io/part-of: junction
 
 {{/*
 gateway.yaml as a dict: the user's config with the keys the chart owns set
-(listen address, public_url default, TLS files, request-state key env var).
+(listen address, public_url default, TLS files, request-state key env var,
+the rate-limit backend and Redis URL when redis.* names a Redis).
 Sections set to null are left out.
 */}}
 {{- define "junction.gatewayConfig" -}}
@@ -98,6 +143,14 @@ Sections set to null are left out.
 {{- $_ := set $rs "secret_env" "JUNCTION_STATE_KEY" -}}
 {{- $_ := set $cfg "request_state" $rs -}}
 {{- end -}}
+{{- if include "junction.redis.enabled" . -}}
+{{- $rl := deepCopy ($cfg.rate_limits | default dict) -}}
+{{- $_ := set $rl "backend" "redis" -}}
+{{- with include "junction.redis.url" . -}}
+{{- $_ := set $rl "redis_url" . -}}
+{{- end -}}
+{{- $_ := set $cfg "rate_limits" $rl -}}
+{{- end -}}
 {{- toYaml $cfg -}}
 {{- end -}}
 
@@ -112,6 +165,20 @@ Sections set to null are left out.
 {{- end -}}
 {{- if and .Values.tls.enabled (not .Values.tls.secretName) -}}
 {{- fail "tls.enabled needs tls.secretName (a kubernetes.io/tls Secret)" -}}
+{{- end -}}
+{{- $redisSources := 0 -}}
+{{- range (list .Values.redis.deploy.enabled .Values.redis.url .Values.redis.existingSecret) -}}
+{{- if . -}}{{- $redisSources = add1 $redisSources -}}{{- end -}}
+{{- end -}}
+{{- if gt $redisSources 1 -}}
+{{- fail "redis: set one of redis.deploy.enabled, redis.url and redis.existingSecret" -}}
+{{- end -}}
+{{- $rl := .Values.config.rate_limits | default dict -}}
+{{- if and (include "junction.redis.enabled" .) $rl.redis_url -}}
+{{- fail "config.rate_limits.redis_url is set by the chart from redis.*: leave it out" -}}
+{{- end -}}
+{{- if and (include "junction.redis.enabled" .) (eq (toString ($rl.backend | default "redis")) "local") -}}
+{{- fail "config.rate_limits.backend is local, but redis.* names a Redis: leave backend out (the chart sets redis)" -}}
 {{- end -}}
 {{- $envNames := list -}}
 {{- range .Values.secretEnv -}}{{- $envNames = append $envNames .name -}}{{- end -}}
@@ -149,6 +216,13 @@ Sections set to null are left out.
     secretKeyRef:
       name: {{ include "junction.stateKeySecret" . }}
       key: {{ .Values.stateKey.key }}
+{{- end }}
+{{- if .Values.redis.existingSecret }}
+- name: JUNCTION_RATE_LIMITS__REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.redis.existingSecret }}
+      key: {{ .Values.redis.existingSecretKey }}
 {{- end }}
 {{- range .Values.secretEnv }}
 - name: {{ .name }}
