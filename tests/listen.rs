@@ -10,9 +10,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
-use junction_testkit::sse::SseParser;
+use junction_testkit::sse::GetStream;
 use junction_testkit::{
     spawn_gateway, Gateway, MockSpec, MockTool, MockUpstream, TestClient, TestStream,
 };
@@ -293,58 +291,9 @@ async fn wait_until(f: impl Fn() -> bool) {
     }
 }
 
-/// A GET stream of a handshake-era session, read message by message.
-struct GetStream {
-    status: u16,
-    body: Option<hyper::body::Incoming>,
-    parser: SseParser,
-    queue: std::collections::VecDeque<Value>,
-}
-
+/// A GET stream of a handshake-era session (testkit's, within `WAIT`).
 async fn get(url: &str, headers: &[(&str, &str)]) -> GetStream {
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Empty<Bytes>>();
-    let mut b = hyper::Request::builder()
-        .method("GET")
-        .uri(url)
-        .header("accept", "text/event-stream");
-    for (n, v) in headers {
-        b = b.header(*n, *v);
-    }
-    let resp = tokio::time::timeout(WAIT, client.request(b.body(Empty::new()).unwrap()))
-        .await
-        .unwrap()
-        .unwrap();
-    GetStream {
-        status: resp.status().as_u16(),
-        body: Some(resp.into_body()),
-        parser: SseParser::default(),
-        queue: Default::default(),
-    }
-}
-
-impl GetStream {
-    async fn next(&mut self, wait: Duration) -> Option<Value> {
-        let deadline = tokio::time::Instant::now() + wait;
-        loop {
-            if let Some(m) = self.queue.pop_front() {
-                return Some(m);
-            }
-            let body = self.body.as_mut()?;
-            match tokio::time::timeout_at(deadline, body.frame()).await.ok()? {
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        for d in self.parser.push(&data) {
-                            if let Ok(v) = serde_json::from_str(&d) {
-                                self.queue.push_back(v);
-                            }
-                        }
-                    }
-                }
-                _ => self.body = None,
-            }
-        }
-    }
+    GetStream::open(url, headers, WAIT).await
 }
 
 #[tokio::test]

@@ -165,6 +165,7 @@ async fn bounded_tables_show_their_entries_and_capacity() {
             ("session_log_levels", 10_000.0),
             ("cancellable_calls", 100_000.0),
             ("ended_sessions", 100_000.0),
+            ("fleet_pending", 10_000.0),
         ]
         .map(|(table, capacity)| {
             assert_eq!(

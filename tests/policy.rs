@@ -728,52 +728,12 @@ async fn log_access_false_writes_no_access_lines() {
     assert!(access_lines(&w.gw, 0).await.is_empty(), "{}", w.gw.stderr());
 }
 
-struct Redis(std::process::Child, u16);
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_redis() -> Redis {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = std::process::Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("redis-server is not installed: run scripts/redis.sh");
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Redis(child, port);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let mut child = child;
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("redis-server did not start");
-}
-
 #[tokio::test]
 async fn two_gateways_sharing_redis_enforce_one_combined_limit() {
-    let redis = start_redis();
+    let redis = junction_testkit::redis::RedisServer::start();
     let rules = format!(
-        "rate_limits:\n  backend: redis\n  redis_url: redis://127.0.0.1:{}\n  failure_mode: closed\n  rules:\n    - {{name: shared, key: [principal], rate: 5, per: 1m, burst: 5}}\n",
-        redis.1
+        "rate_limits:\n  backend: redis\n  redis_url: {}\n  failure_mode: closed\n  rules:\n    - {{name: shared, key: [principal], rate: 5, per: 1m, burst: 5}}\n",
+        redis.url()
     );
     let a = world(&rules).await;
     let b = world(&rules).await;

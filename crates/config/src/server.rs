@@ -225,6 +225,23 @@ pub(crate) fn sessions(ctx: &mut Ctx, v: Option<&Value>) -> SessionsConfig {
     }
 }
 
+pub(crate) fn fleet(ctx: &mut Ctx, v: Option<&Value>) -> FleetConfig {
+    let o = Obj::new(ctx, v, "fleet", &["redis_url"]);
+    let redis_url = o.nonempty(ctx, "redis_url");
+    if let Some(url) = &redis_url {
+        let ok = ["redis://", "rediss://"]
+            .iter()
+            .any(|s| url.starts_with(s) && url.len() > s.len());
+        if !ok {
+            ctx.err(
+                &o.key_path("redis_url"),
+                format!("{url:?}: expected redis://host:port or rediss://host:port"),
+            );
+        }
+    }
+    FleetConfig { redis_url }
+}
+
 const LEVELS: &[&str] = &["trace", "debug", "info", "warn", "error", "off"];
 
 pub(crate) fn log(ctx: &mut Ctx, v: Option<&Value>) -> LogConfig {

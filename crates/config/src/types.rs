@@ -22,6 +22,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub request_state: RequestStateConfig,
     pub sessions: SessionsConfig,
+    /// What replicas share besides the sealing key (off by default).
+    pub fleet: FleetConfig,
     pub log: LogConfig,
     pub tracing: crate::otel::TracingConfig,
     pub audit: crate::audit::AuditConfig,
@@ -351,6 +353,14 @@ impl fmt::Debug for RequestStateConfig {
 pub struct SessionsConfig {
     /// Lifetime of downstream legacy `Mcp-Session-Id` tokens.
     pub ttl: Duration,
+}
+
+/// `fleet`: the Redis through which replicas tell each other what a client
+/// changed on one of them (a session ended by DELETE, a session's log level,
+/// its `resources/subscribe` set). Unset: each replica keeps these to itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FleetConfig {
+    pub redis_url: Option<String>,
 }
 
 #[derive(Clone, Debug)]

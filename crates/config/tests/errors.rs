@@ -403,6 +403,15 @@ fn rate_limit_shape() {
 }
 
 #[test]
+fn fleet_redis_url_must_be_a_redis_url() {
+    for bad in ["http://x:1", "redis://", "''"] {
+        let (path, message) = one(&format!("{UP}fleet: {{redis_url: {bad}}}"));
+        assert_eq!(path, "fleet.redis_url", "{bad}: {message}");
+    }
+    assert_eq!(one(&format!("{UP}fleet: {{redis: x}}")).0, "fleet.redis");
+}
+
+#[test]
 fn wrong_types_are_named() {
     let e = errors("upstreams: {id: a}\nserver: [1]\nlog: {level: verbose}\n");
     assert_eq!(e.paths(), ["server", "upstreams", "log.level"], "{e}");

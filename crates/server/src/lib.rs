@@ -17,6 +17,7 @@ mod cancel;
 mod conn_guard;
 mod envelope;
 mod error;
+mod fleet;
 mod inline_wake;
 mod logging;
 mod names;

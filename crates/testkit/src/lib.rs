@@ -7,6 +7,7 @@
 //! - `gateway`: `spawn_gateway()`, which runs the built `junction` binary.
 //! - `peers`: the real third-party peers of tests/interop (pinned venvs and npm
 //!   folder from setup.sh), spawned and waited for by their `READY <port>` line.
+//! - `redis`: a real `redis-server` on a free loopback port (scripts/redis.sh).
 //!
 //! It implements the protocol from the spec, never from Junction's own crates
 //! (it depends on none of them), so a shared misunderstanding cannot hide a bug.
@@ -19,6 +20,7 @@ pub mod gateway;
 pub mod jwt;
 pub mod mock;
 pub mod peers;
+pub mod redis;
 mod response;
 pub mod sse;
 

@@ -1,4 +1,5 @@
-//! Server-sent events: writing them in the mocks, reading them in the client.
+//! Server-sent events: writing them in the mocks, reading them in the client
+//! (`SseParser` for POST answers, `GetStream` for GET streams).
 //! Only `data:` fields matter for MCP; comments (`:`) and priming events with
 //! empty data are skipped.
 
@@ -65,6 +66,68 @@ pub fn parse_all(body: &[u8]) -> Vec<Value> {
         .filter(|d| !d.trim().is_empty())
         .map(|d| serde_json::from_str(&d).unwrap_or(Value::String(d)))
         .collect()
+}
+
+/// A GET stream (a handshake-era session's, or any SSE answer to a GET), read
+/// message by message.
+pub struct GetStream {
+    pub status: u16,
+    pub body: Option<hyper::body::Incoming>,
+    parser: SseParser,
+    queue: std::collections::VecDeque<Value>,
+}
+
+impl GetStream {
+    /// GET `url` with `Accept: text/event-stream` and `headers`; panics when
+    /// no answer comes within `wait`.
+    pub async fn open(url: &str, headers: &[(&str, &str)], wait: std::time::Duration) -> GetStream {
+        use http_body_util::Empty;
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<Empty<Bytes>>();
+        let mut b = hyper::Request::builder()
+            .method("GET")
+            .uri(url)
+            .header("accept", "text/event-stream");
+        for (n, v) in headers {
+            b = b.header(*n, *v);
+        }
+        let request = b.body(Empty::new()).expect("a valid GET request");
+        let resp = tokio::time::timeout(wait, client.request(request))
+            .await
+            .expect("the GET was answered in time")
+            .expect("the GET reached the server");
+        GetStream {
+            status: resp.status().as_u16(),
+            body: Some(resp.into_body()),
+            parser: SseParser::default(),
+            queue: Default::default(),
+        }
+    }
+
+    /// The next message, or `None` once the stream ended or `wait` passed.
+    pub async fn next(&mut self, wait: std::time::Duration) -> Option<Value> {
+        use http_body_util::BodyExt;
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(m) = self.queue.pop_front() {
+                return Some(m);
+            }
+            let body = self.body.as_mut()?;
+            match tokio::time::timeout_at(deadline, body.frame()).await.ok()? {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        for d in self.parser.push(&data) {
+                            if let Ok(v) = serde_json::from_str(&d) {
+                                self.queue.push_back(v);
+                            }
+                        }
+                    }
+                }
+                _ => self.body = None,
+            }
+        }
+    }
 }
 
 #[cfg(test)]

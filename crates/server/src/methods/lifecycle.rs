@@ -12,6 +12,7 @@ use super::Request;
 use crate::caps::{self, server_info, supported_versions};
 use crate::context::{param_str, ClientSide, Cx};
 use crate::error::GatewayError;
+use crate::fleet;
 use crate::logging::Level;
 use crate::names;
 use crate::response::{self, Body};
@@ -102,13 +103,21 @@ pub async fn set_level(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body
         .map_err(|()| {
             GatewayError::Unsupported("too many sessions with a log level on this replica".into())
         })?;
+    cx.state.replica.share(
+        fleet::Event::Level {
+            session: session.clone(),
+            level: level.name().to_owned(),
+        },
+        cx.state.config.sessions.ttl,
+    );
     Ok(ok(id, json!({})))
 }
 
 /// DELETE of a session: it ends on this replica (404 from then on, its GET
 /// streams closed, its level and subscriptions forgotten) and answers 200.
-/// Sessions are sealed tokens, so other replicas accept the id until it
-/// expires (see `session::Revoked`). No session is 405 (nothing to end); a
+/// Sessions are sealed tokens: with `fleet.redis_url` the other replicas end
+/// it too within the bus's delay (`fleet`); without, they accept the id until
+/// it expires (see `session::Revoked`). No session is 405 (nothing to end); a
 /// forged, foreign or expired one is 404.
 pub fn delete_session(cx: &Cx<'_>) -> Result<Response<Body>, GatewayError> {
     let (_, key) = cx.require_session(|| GatewayError::MethodNotAllowed("DELETE".into()))?;
@@ -118,6 +127,10 @@ pub fn delete_session(cx: &Cx<'_>) -> Result<Response<Body>, GatewayError> {
     }
     replica.hub.end_session(&key);
     replica.log_levels.forget(&key);
+    replica.share(
+        fleet::Event::Ended { session: key },
+        cx.state.config.sessions.ttl,
+    );
     Ok(response::empty(StatusCode::OK))
 }
 

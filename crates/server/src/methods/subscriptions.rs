@@ -5,8 +5,9 @@
 //! `resources/unsubscribe`.
 //!
 //! Session ids are sealed and stateless, so a session's subscribed URIs are
-//! kept in this replica only (`state::Hub`), bounded, and expire with the
-//! session TTL.
+//! kept in the replica's hub (`state::Hub`), bounded, and expire with the
+//! session TTL; with `fleet.redis_url` each change of the set goes to every
+//! replica (`fleet`), since the session's GET stream may be open on another.
 
 use std::collections::BTreeMap;
 
@@ -20,6 +21,7 @@ use super::Request;
 use crate::admit;
 use crate::context::{param_str, ClientSide, Cx};
 use crate::error::GatewayError;
+use crate::fleet;
 use crate::names;
 use crate::response::{self, sse_event, Body};
 use crate::state::{SessionUris, Tag, Wants, MAX_SUBSCRIBED_SESSIONS};
@@ -190,6 +192,7 @@ async fn subscription(
         .ok_or_else(|| GatewayError::InvalidParams("params.uri is required".into()))?;
     let key = (cx.route.path.clone(), session);
     let hub = &cx.state.replica.hub;
+    let mut shared = None;
     if subscribe {
         // A URI the caller may not read gets the answer of one nobody serves.
         let source = match admit::allowed(cx, Kind::Resource, &uri) {
@@ -208,7 +211,7 @@ async fn subscription(
                 return Err(too_many());
             }
         }
-        let entry = sessions.entry(key).or_insert_with(|| SessionUris {
+        let entry = sessions.entry(key.clone()).or_insert_with(|| SessionUris {
             uris: BTreeMap::new(),
             expires,
         });
@@ -219,15 +222,29 @@ async fn subscription(
             )));
         }
         entry.uris.insert(uri, up);
+        shared = Some((key, entry.uris.clone()));
     } else if let Ok(mut sessions) = hub.sessions.lock() {
         if let Some(entry) = sessions.get_mut(&key) {
             entry.uris.remove(&uri);
+            let uris = entry.uris.clone();
             if entry.uris.is_empty() {
                 sessions.remove(&key);
             }
+            shared = Some((key, uris));
         }
     }
     hub.refresh_resource_watch(cx.state);
+    // The session's GET stream may be open on another replica.
+    if let Some(((route, session), uris)) = shared {
+        cx.state.replica.share(
+            fleet::Event::Uris {
+                route,
+                session,
+                uris,
+            },
+            cx.state.config.sessions.ttl,
+        );
+    }
     let raw = serde_json::value::to_raw_value(&json!({})).unwrap_or_default();
     Ok(response::json(StatusCode::OK, result_bytes(id, &raw)))
 }

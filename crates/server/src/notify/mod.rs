@@ -10,8 +10,11 @@
 //! the lists that really changed for it. Resource updates go to the streams
 //! that asked for that URI of that upstream.
 //!
-//! Per replica: each replica fans in on its own; nothing here is shared or
-//! survives a restart (a client reconnects and lists again). Every stream has a
+//! Per replica: each replica fans in on its own upstream streams; what a
+//! handshake-era client changed on another replica (a session ended, its
+//! subscribed URIs) arrives through the fleet bus and is applied here
+//! (`Hub::apply`). Nothing survives a restart (a client reconnects and lists
+//! again). Every stream has a
 //! bounded buffer: a client that stops reading is disconnected.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -30,9 +33,12 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Cx;
+use crate::fleet;
+use crate::logging::Level;
 use crate::response::sse_event;
 use crate::state::{
-    lock, Digests, Hub, RouteState, State, Subscriber, Tag, UpstreamEntry, Wants, MAX_SUBSCRIBERS,
+    lock, Digests, Hub, RouteState, SessionUris, State, Subscriber, Tag, UpstreamEntry, Wants,
+    MAX_SUBSCRIBED_SESSIONS, MAX_SUBSCRIBERS,
 };
 
 mod stream;
@@ -73,6 +79,61 @@ impl Hub {
             self.current.store(Some(Arc::new(Arc::downgrade(state))));
             for entry in state.upstreams.values() {
                 self.listen_to(entry);
+            }
+            self.follow_fleet(state);
+        }
+    }
+
+    /// Starts applying what other replicas changed (`fleet`), once: what
+    /// already arrived first, before this request goes on.
+    fn follow_fleet(self: &Arc<Self>, state: &State) {
+        let Some(mut received) = state.replica.fleet.get().and_then(|b| b.take_received()) else {
+            return;
+        };
+        while let Ok((event, ttl)) = received.try_recv() {
+            self.apply(state, event, ttl);
+        }
+        let hub = Arc::clone(self);
+        tokio::spawn(async move {
+            while let Some((event, ttl)) = received.recv().await {
+                if let Some(state) = hub.state() {
+                    hub.apply(&state, event, ttl);
+                }
+            }
+        });
+    }
+
+    /// One change another replica made, applied here as it was there.
+    fn apply(&self, state: &State, event: fleet::Event, ttl: Duration) {
+        let replica = &state.replica;
+        match event {
+            fleet::Event::Ended { session } => {
+                replica.revoked.revoke(&session, ttl);
+                replica.log_levels.forget(&session);
+                self.end_session(&session);
+            }
+            fleet::Event::Level { session, level } => {
+                if let Some(level) = Level::parse(&level) {
+                    let _ = replica.log_levels.set(&session, level, ttl);
+                }
+            }
+            fleet::Event::Uris {
+                route,
+                session,
+                uris,
+            } => {
+                {
+                    let mut sessions = lock(&self.sessions);
+                    if uris.is_empty() {
+                        sessions.remove(&(route, session));
+                    } else if sessions.len() < MAX_SUBSCRIBED_SESSIONS
+                        || sessions.contains_key(&(route.clone(), session.clone()))
+                    {
+                        let expires = tokio::time::Instant::now() + ttl;
+                        sessions.insert((route, session), SessionUris { uris, expires });
+                    }
+                }
+                self.refresh_resource_watch(state);
             }
         }
     }

@@ -395,6 +395,18 @@ impl State {
             .lists
             .retain(|id, fp| upstreams.get(id).is_some_and(|u| u.fingerprint == fp));
         replica.resources.retain(|path| routes.contains_key(path));
+        if let Some(url) = &config.fleet.redis_url {
+            if replica.fleet.get().is_none() {
+                let bus = crate::fleet::Bus::new(url).map_err(|message| BuildError::Policy {
+                    section: "fleet",
+                    message,
+                })?;
+                bus.start();
+                let _ = replica.fleet.set(bus);
+            } else if previous.is_some_and(|p| p.config.fleet != config.fleet) {
+                tracing::warn!("fleet.redis_url changed: the new value takes effect on restart");
+            }
+        }
         Ok(State {
             forward: junction_policy::ForwardList::new(&config.headers.forward),
             config,

@@ -8,7 +8,9 @@
 //!
 //! Only the data lives here; what is done with it lives with the phase that
 //! does it (`notify` for the change hub, `bridge` for held calls). Nothing here
-//! survives a restart or reaches another replica: DESIGN §10 and the
+//! survives a restart. With `fleet.redis_url`, ended sessions, session log
+//! levels and subscribed URIs reach the other replicas through the fleet bus
+//! (`fleet`, applied by `notify`); the rest stays here: DESIGN §10 and the
 //! ARCHITECTURE section "What binds to one replica" say what that costs.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -57,12 +59,24 @@ pub struct Replica {
     pub lists: ListCache,
     /// Per route: which upstream serves which listed URI and template.
     pub resources: ResourceIndex,
+    /// The Redis bus to the other replicas (`fleet.redis_url`), once set up.
+    pub fleet: std::sync::OnceLock<Arc<crate::fleet::Bus>>,
+}
+
+impl Replica {
+    /// Tells the other replicas about a change this one just applied (no-op
+    /// without `fleet.redis_url`).
+    pub fn share(&self, event: crate::fleet::Event, ttl: std::time::Duration) {
+        if let Some(bus) = self.fleet.get() {
+            bus.publish(event, ttl);
+        }
+    }
 }
 
 impl Replica {
     /// This replica's bounded tables: (name, live entries, capacity), for
     /// `junction_table_entries` / `junction_table_capacity`.
-    pub fn tables(&self) -> [(&'static str, usize, usize); 7] {
+    pub fn tables(&self) -> [(&'static str, usize, usize); 8] {
         let now = Instant::now();
         let subscribed = {
             let mut sessions = lock(&self.hub.sessions);
@@ -93,6 +107,11 @@ impl Replica {
             ),
             ("held_calls", lock(&self.held).len(), MAX_HELD),
             ("waiting_questions", lock(&self.waiting).len(), MAX_WAITING),
+            (
+                "fleet_pending",
+                self.fleet.get().map_or(0, |b| b.pending()),
+                crate::fleet::MAX_PENDING,
+            ),
         ]
     }
 }

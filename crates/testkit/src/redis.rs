@@ -1,0 +1,57 @@
+//! A real `redis-server` on 127.0.0.1 for the tests of what replicas share
+//! (rate limits, the fleet bus): started on a free port (or a given one, to
+//! bring it back after an outage), no persistence, killed when dropped.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub struct RedisServer {
+    child: Child,
+    pub port: u16,
+}
+
+impl RedisServer {
+    /// On a free port.
+    pub fn start() -> RedisServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port on 127.0.0.1");
+        RedisServer::on(port)
+    }
+
+    /// On `port` (a restart after [`RedisServer::stop`]).
+    pub fn on(port: u16) -> RedisServer {
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server is not installed: run scripts/redis.sh");
+        let mut server = RedisServer { child, port };
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return server;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server.stop();
+        panic!("redis-server did not start on port {port}");
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the server (an outage); the port can be reused with `on`.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
