@@ -1,16 +1,17 @@
 //! Junction as a fleet: three replicas of the built binary sharing one
-//! request-state key and one Redis, behind a real HAProxy in plain round-robin
-//! HTTP mode (nothing sticky), with upstreams of both eras; everything on
-//! 127.0.0.1. Each request may land on any replica, and HAProxy's marker
-//! header says which one did, so every scenario asserts that the replicas it
-//! needed really took part.
+//! request-state key and one Redis (rate limits and the fleet bus), behind a
+//! real HAProxy in plain round-robin HTTP mode (nothing sticky), with
+//! upstreams of both eras; everything on 127.0.0.1. Each request may land on
+//! any replica, and HAProxy's marker header says which one did, so every
+//! scenario asserts that the replicas it needed really took part.
 //!
-//! Here: what works through the fleet today (merged lists and their cursors,
-//! calls of both eras, a modern MRTR retry on another replica, handshake-era
-//! sessions, one Redis rate limit across replicas, `list_changed` to
-//! listeners on every replica, a replica SIGKILLed and restarted under load).
-//! `fleet/per_replica.rs`: what still binds to one replica (ARCHITECTURE.md),
-//! as ignored tests of the behaviour issue 24 asks for.
+//! Here: merged lists and their cursors, calls of both eras, a modern MRTR
+//! retry on another replica, handshake-era sessions, one Redis rate limit
+//! across replicas, `list_changed` to listeners on every replica, a replica
+//! SIGKILLed and restarted under load. `fleet/shared.rs`: what the fleet bus
+//! carries (DELETE, log levels, subscriptions). `fleet/per_replica.rs`: what
+//! still binds to one replica (ARCHITECTURE.md), as ignored tests of the
+//! behaviour issue 24 asks for.
 //!
 //! Needs redis-server (scripts/redis.sh) and haproxy (scripts/haproxy.sh).
 
@@ -30,6 +31,8 @@ mod harness;
 mod load;
 #[path = "fleet/per_replica.rs"]
 mod per_replica;
+#[path = "fleet/shared.rs"]
+mod shared;
 
 use harness::{Fleet, CATALOG, MARKER, PAGE, REPLICAS, UNLIMITED, WAIT};
 

@@ -1,7 +1,8 @@
 //! The fleet for tests/fleet.rs: a real redis-server, three `junction`
 //! replicas sharing one request-state key and that Redis (a rate-limit rule
-//! with `backend: redis`), and Debian's HAProxy in front of them in plain
-//! round-robin HTTP mode (no stickiness), all on 127.0.0.1 with free ports.
+//! with `backend: redis`, and the fleet bus, `fleet.redis_url`), and Debian's
+//! HAProxy in front of them in plain round-robin HTTP mode (no stickiness),
+//! all on 127.0.0.1 with free ports.
 //! Upstreams: a modern testkit mock (`alpha`, paginating its own list), a
 //! handshake-era one (`beta`) and the demo stdio server (`weather`, one child
 //! per replica).
@@ -28,6 +29,10 @@ pub const REPLICAS: usize = 3;
 pub const MARKER: &str = "x-fleet-replica";
 /// Upper bound for anything to happen (a hung fleet fails, a slow one does not).
 pub const WAIT: Duration = Duration::from_secs(30);
+/// How long a change made on one replica may take to reach the others (the
+/// issue's "within a bounded time"; the bus takes milliseconds): generous,
+/// for debug builds on shared CI.
+pub const SPREAD: Duration = Duration::from_secs(5);
 /// A rule that never refuses: every `tools/call` still goes through Redis.
 pub const UNLIMITED: &str = "{name: fleet, key: [tool], rate: 1000000, per: 1s}";
 
@@ -175,6 +180,7 @@ impl Fleet {
              request_state: {{secret_env: JUNCTION_STATE_KEY}}\n\
              rate_limits:\n  backend: redis\n  redis_url: redis://127.0.0.1:{redis_port}\n  \
              failure_mode: closed\n  rules:\n    - {rule}\n\
+             fleet: {{redis_url: redis://127.0.0.1:{redis_port}}}\n\
              log: {{format: json}}\n",
             alpha = alpha.url,
             beta = beta.url,
