@@ -13,7 +13,7 @@
 #     fire (and stay quiet) as intended under `promtool test rules`
 #   - values the chart must refuse (schema and render-time checks), and redis.url wired
 #   - NOTES.txt of a multi-replica install: its state key, its Redis (or a warning that
-#     rate limits are per pod) and what still binds to one pod
+#     rate limits and session changes stay per pod) and what still binds to one pod
 #   - a real Junction (127.0.0.1, port 0) is driven through tools/list, tools/call,
 #     an error, a good and a bad reload; its /metrics passes `promtool check metrics`,
 #     and every metric family and label the dashboard and the alerts use is one it exports
@@ -139,8 +139,9 @@ def is_redis(o):
 
 
 def redis_problems(objs, gateway, env, gw_svc, gw_pod_labels):
-    """How the gateway reaches a Redis for shared rate limits, and the chart's own
-    Redis (redis.deploy.enabled): hardened, selected apart from the gateway, fenced."""
+    """How the gateway reaches a Redis for shared rate limits and the fleet bus, and
+    the chart's own Redis (redis.deploy.enabled): hardened, selected apart from the
+    gateway, fenced."""
     problems = []
     rl = ((yaml.safe_load(gateway) or {}) if gateway else {}).get("rate_limits") or {}
     from_secret = [e for e in env if e["name"] == "JUNCTION_RATE_LIMITS__REDIS_URL"]
@@ -151,6 +152,13 @@ def redis_problems(objs, gateway, env, gw_svc, gw_pod_labels):
         problems.append("rate_limits.redis_url is both in gateway.yaml and from a Secret")
     if (rl.get("backend") == "redis") != bool(rl.get("redis_url") or from_secret):
         problems.append("rate_limits: backend redis needs a redis_url (in gateway.yaml or from the Secret), and only then")
+    # One Redis for both: the fleet bus gets the rate limits' URL, the same way.
+    fleet = ((yaml.safe_load(gateway) or {}) if gateway else {}).get("fleet") or {}
+    fleet_env = [e for e in env if e["name"] == "JUNCTION_FLEET__REDIS_URL"]
+    if fleet.get("redis_url") != rl.get("redis_url"):
+        problems.append(f"fleet.redis_url {fleet.get('redis_url')!r} is not rate_limits.redis_url {rl.get('redis_url')!r}")
+    if [e.get("valueFrom") for e in fleet_env] != [e.get("valueFrom") for e in from_secret]:
+        problems.append("JUNCTION_FLEET__REDIS_URL must come from the Secret JUNCTION_RATE_LIMITS__REDIS_URL comes from")
     deps = [o for o in objs if o["kind"] == "Deployment"]
     svcs = [o for o in objs if o["kind"] == "Service"]
     if not objs:
@@ -554,7 +562,7 @@ for s in "${sets[@]}"; do
       case "$n" in
         "") ;;
         # A Redis URL from a Secret (redis.existingSecret) must look like one.
-        JUNCTION_RATE_LIMITS__REDIS_URL) envs+=("$n=redis://chart-check-stand-in:6379") ;;
+        JUNCTION_RATE_LIMITS__REDIS_URL | JUNCTION_FLEET__REDIS_URL) envs+=("$n=redis://chart-check-stand-in:6379") ;;
         *) envs+=("$n=$stand_in") ;;
       esac
     done <"$dir/env-names"
@@ -607,8 +615,9 @@ refuse "backend local beside redis.*" "backend is local" \
 # (redis.deploy.enabled and redis.existingSecret are ci/ values sets above.)
 wired="$("$helm" template "$release" "$chart" --namespace "$namespace" \
   --set redis.url=redis://redis.platform.svc:6379 2>&1)"
-check "redis.url becomes rate_limits.redis_url with backend redis" \
-  grep -qzE 'rate_limits:\s+backend: redis\s+redis_url: redis://redis.platform.svc:6379' <<<"$wired"
+check "redis.url becomes rate_limits.redis_url (backend redis) and fleet.redis_url" bash -c '
+  grep -qzE "rate_limits:\s+backend: redis\s+redis_url: redis://redis.platform.svc:6379" <<<"$1" &&
+  grep -qzE "fleet:\s+redis_url: redis://redis.platform.svc:6379" <<<"$1"' _ "$wired"
 
 # --- what NOTES.txt tells a multi-replica install ------------------------------------
 notes() {
@@ -618,13 +627,14 @@ notes() {
 fleet_notes="$(notes -f "$chart/ci/fleet-values.yaml")"
 check "NOTES of a fleet name its state key, its Redis and what binds to one pod" bash -c '
   grep -q "Secret junction-state" <<<"$1" &&
-  grep -q "Redis at redis://junction-redis.junction-ci.svc.cluster.local:6379" <<<"$1" &&
+  grep -q "One Redis: redis://junction-redis.junction-ci.svc.cluster.local:6379" <<<"$1" &&
   grep -q "Still bound to the pod" <<<"$1" && grep -q "sessionAffinity is ClientIP" <<<"$1"' _ "$fleet_notes"
 local_notes="$(notes --set replicaCount=2 --set stateKey.existingSecret=junction-state \
   --set 'config.rate_limits.rules[0].name=r' --set 'config.rate_limits.rules[0].rate=1' \
   --set 'config.rate_limits.rules[0].per=1s')"
-check "NOTES warn that rate limits without Redis are counted per pod" \
-  grep -q "WARNING: rate limits are counted per pod" <<<"$local_notes"
+check "NOTES warn that without Redis rate limits and sessions stay per pod" bash -c '
+  grep -q "WARNING: no Redis" <<<"$1" && grep -q "rate limits are counted per" <<<"$1" &&
+  grep -q "DELETE, logging/setLevel and resources/subscribe stay on the" <<<"$1"' _ "$local_notes"
 
 # --- alert unit tests ----------------------------------------------------------------
 if [ -f "$work/rules-default/rules.yaml" ]; then

@@ -68,7 +68,7 @@ app.kubernetes.io/part-of: junction
 {{- printf "%s-redis" (include "junction.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
-{{/* "true" when rate limits are shared through a Redis (any of redis.*). */}}
+{{/* "true" when the pods share a Redis (any of redis.*): rate limits and the fleet bus. */}}
 {{- define "junction.redis.enabled" -}}
 {{- if or .Values.redis.deploy.enabled .Values.redis.url .Values.redis.existingSecret -}}true{{- end -}}
 {{- end -}}
@@ -118,7 +118,8 @@ app.kubernetes.io/part-of: junction
 {{/*
 gateway.yaml as a dict: the user's config with the keys the chart owns set
 (listen address, public_url default, TLS files, request-state key env var,
-the rate-limit backend and Redis URL when redis.* names a Redis).
+and, when redis.* names a Redis, the rate-limit backend and the Redis URL of
+both the rate limits and the fleet bus).
 Sections set to null are left out.
 */}}
 {{- define "junction.gatewayConfig" -}}
@@ -146,10 +147,15 @@ Sections set to null are left out.
 {{- if include "junction.redis.enabled" . -}}
 {{- $rl := deepCopy ($cfg.rate_limits | default dict) -}}
 {{- $_ := set $rl "backend" "redis" -}}
+{{- $fleet := dict -}}
 {{- with include "junction.redis.url" . -}}
 {{- $_ := set $rl "redis_url" . -}}
+{{- $_ := set $fleet "redis_url" . -}}
 {{- end -}}
 {{- $_ := set $cfg "rate_limits" $rl -}}
+{{- if $fleet -}}
+{{- $_ := set $cfg "fleet" $fleet -}}
+{{- end -}}
 {{- end -}}
 {{- toYaml $cfg -}}
 {{- end -}}
@@ -218,11 +224,13 @@ Sections set to null are left out.
       key: {{ .Values.stateKey.key }}
 {{- end }}
 {{- if .Values.redis.existingSecret }}
-- name: JUNCTION_RATE_LIMITS__REDIS_URL
+{{- range (list "JUNCTION_RATE_LIMITS__REDIS_URL" "JUNCTION_FLEET__REDIS_URL") }}
+- name: {{ . }}
   valueFrom:
     secretKeyRef:
-      name: {{ .Values.redis.existingSecret }}
-      key: {{ .Values.redis.existingSecretKey }}
+      name: {{ $.Values.redis.existingSecret }}
+      key: {{ $.Values.redis.existingSecretKey }}
+{{- end }}
 {{- end }}
 {{- range .Values.secretEnv }}
 - name: {{ .name }}
