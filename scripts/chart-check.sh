@@ -12,6 +12,8 @@
 #   - the PrometheusRule groups pass `promtool check rules`, and the default rules
 #     fire (and stay quiet) as intended under `promtool test rules`
 #   - values the chart must refuse (schema and render-time checks), and redis.url wired
+#   - a fleet's pods advertise themselves to each other (fleet.advertise_url from the
+#     pod IP) unless they terminate TLS
 #   - NOTES.txt of a multi-replica install: its state key, its Redis (or a warning that
 #     rate limits and session changes stay per pod) and what still binds to one pod
 #   - a real Junction (127.0.0.1, port 0) is driven through tools/list, tools/call,
@@ -563,6 +565,9 @@ for s in "${sets[@]}"; do
         "") ;;
         # A Redis URL from a Secret (redis.existingSecret) must look like one.
         JUNCTION_RATE_LIMITS__REDIS_URL | JUNCTION_FLEET__REDIS_URL) envs+=("$n=redis://chart-check-stand-in:6379") ;;
+        # http://$(POD_IP):<port>, as Kubernetes expands it.
+        JUNCTION_FLEET__ADVERTISE_URL) envs+=("$n=http://10.0.0.7:8080") ;;
+        POD_IP) envs+=("$n=10.0.0.7") ;;
         *) envs+=("$n=$stand_in") ;;
       esac
     done <"$dir/env-names"
@@ -618,6 +623,14 @@ wired="$("$helm" template "$release" "$chart" --namespace "$namespace" \
 check "redis.url becomes rate_limits.redis_url (backend redis) and fleet.redis_url" bash -c '
   grep -qzE "rate_limits:\s+backend: redis\s+redis_url: redis://redis.platform.svc:6379" <<<"$1" &&
   grep -qzE "fleet:\s+redis_url: redis://redis.platform.svc:6379" <<<"$1"' _ "$wired"
+
+fleet_pods="$("$helm" template "$release" "$chart" --namespace "$namespace" -f "$chart/ci/fleet-values.yaml" 2>&1)"
+check "a fleet's pods advertise http://\$(POD_IP):<port> and may reach each other" bash -c '
+  grep -qzE "name: POD_IP\s+valueFrom:\s+fieldRef:\s+fieldPath: status.podIP" <<<"$1" &&
+  grep -q "value: \"http://\$(POD_IP):8080\"" <<<"$1"' _ "$fleet_pods"
+tls_pods="$("$helm" template "$release" "$chart" --namespace "$namespace" -f "$chart/ci/multi-replica-values.yaml" 2>&1)"
+check "pods that terminate TLS advertise nothing (they cannot relay over plain HTTP)" bash -c '
+  ! grep -q "JUNCTION_FLEET__ADVERTISE_URL" <<<"$1"' _ "$tls_pods"
 
 # --- what NOTES.txt tells a multi-replica install ------------------------------------
 notes() {

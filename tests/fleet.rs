@@ -9,9 +9,9 @@
 //! retry on another replica, handshake-era sessions, one Redis rate limit
 //! across replicas, `list_changed` to listeners on every replica, a replica
 //! SIGKILLed and restarted under load. `fleet/shared.rs`: what the fleet bus
-//! carries (DELETE, log levels, subscriptions). `fleet/per_replica.rs`: what
-//! still binds to one replica (ARCHITECTURE.md), as ignored tests of the
-//! behaviour issue 24 asks for.
+//! carries (DELETE, log levels, subscriptions). `fleet/relayed.rs`: a held
+//! call's retry, an elicitation answer and a cancellation that land on a
+//! replica other than the one running the call.
 //!
 //! Needs redis-server (scripts/redis.sh) and haproxy (scripts/haproxy.sh).
 
@@ -29,8 +29,8 @@ use serde_json::{json, Value};
 mod harness;
 #[path = "fleet/load.rs"]
 mod load;
-#[path = "fleet/per_replica.rs"]
-mod per_replica;
+#[path = "fleet/relayed.rs"]
+mod relayed;
 #[path = "fleet/shared.rs"]
 mod shared;
 

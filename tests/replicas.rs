@@ -1,9 +1,14 @@
-//! What a handshake-era client changes on one replica reaches the others
-//! through the fleet bus (`fleet.redis_url`, a real redis-server): a session
-//! ended by DELETE, a session's log level, its `resources/subscribe` set
-//! feeding a GET stream open on another replica; a replica started later
-//! catches up, and changes made while Redis is down arrive once it is back.
-//! Each test runs two or three `junction` processes sharing one sealing key.
+//! Replicas behave as one gateway. What a handshake-era client changes on one
+//! replica reaches the others through the fleet bus (`fleet.redis_url`, a
+//! real redis-server): a session ended by DELETE, a session's log level, its
+//! `resources/subscribe` set feeding a GET stream open on another replica; a
+//! replica started later catches up, and changes made while Redis is down
+//! arrive once it is back. What cannot move (a held upstream call) is reached
+//! by relaying to the replica holding it (`fleet.advertise_url`): a modern
+//! client's retry and a handshake-era client's answer landing elsewhere, a
+//! shared rate limit counting the relayed retry once, and a clear error when
+//! the holding replica is gone. Each test runs two or three `junction`
+//! processes sharing one sealing key.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,8 +18,8 @@ use std::time::Duration;
 use junction_testkit::mock::Behavior;
 use junction_testkit::redis::RedisServer;
 use junction_testkit::sse::GetStream;
+use junction_testkit::{accept_all, TestClient, TestStream};
 use junction_testkit::{metric, spawn_gateway_with_env, Gateway, MockSpec, MockTool, MockUpstream};
-use junction_testkit::{TestClient, TestStream};
 use serde_json::{json, Value};
 
 /// Upper bound for a change to reach another replica (a lost change fails,
@@ -35,36 +40,40 @@ struct Fleet {
 
 impl Fleet {
     async fn start(n: usize) -> Fleet {
-        let legacy = MockUpstream::start(
-            MockSpec::legacy(
-                "l",
-                vec![MockTool::new(
-                    "chatty",
-                    json!({"type": "object"}),
-                    Behavior::Logs,
-                )],
-            )
-            .with_sse(true),
-        )
-        .await;
+        Fleet::with(n, "").await
+    }
+
+    /// `n` replicas with `extra` config (`{redis}` is the Redis URL).
+    async fn with(n: usize, extra: &str) -> Fleet {
+        let tools = vec![
+            MockTool::new("chatty", json!({"type": "object"}), Behavior::Logs),
+            MockTool::new("ask", json!({"type": "object"}), Behavior::InputRequired),
+        ];
+        let legacy = MockUpstream::start(MockSpec::legacy("l", tools).with_sse(true)).await;
         let mut fleet = Fleet {
             legacy,
             redis: RedisServer::start(),
             replicas: Vec::new(),
         };
+        let extra = extra.replace("{redis}", &fleet.redis.url());
         for _ in 0..n {
-            fleet.add().await;
+            fleet.add(&extra).await;
         }
         fleet
     }
 
-    /// One more replica on the same upstream, key and Redis.
-    async fn add(&mut self) -> &Gateway {
+    /// One more replica on the same upstream, key and Redis, on a port known
+    /// beforehand: it is the address the others relay to.
+    async fn add(&mut self, extra: &str) -> &Gateway {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
         let yaml = format!(
-            "server: {{listen: 127.0.0.1:0}}\n\
+            "server: {{listen: '127.0.0.1:{port}'}}\n\
              upstreams:\n  - {{id: l, url: {}}}\n\
              request_state: {{secret_env: FLEET_KEY}}\n\
-             fleet: {{redis_url: '{}'}}\n",
+             fleet: {{redis_url: '{}', advertise_url: 'http://127.0.0.1:{port}'}}\n{extra}",
             self.legacy.url,
             self.redis.url()
         );
@@ -232,7 +241,7 @@ async fn a_replica_started_later_knows_the_sessions_ended_before() {
     let a = TestClient::legacy(&f.url(0), VERSION);
     assert_eq!(a.initialize().await.status, 200);
     assert_eq!(a.delete_session().await.status, 200);
-    f.add().await;
+    f.add("").await;
     let late = f.same_session(&a, 1);
     assert_eq!(
         late.request("ping", json!({})).await.status,
@@ -271,4 +280,104 @@ async fn a_change_made_while_redis_is_down_arrives_when_it_is_back() {
         f.replicas[1].stderr()
     );
     assert_eq!(pending(&f.replicas[0]).await, Some(0.0));
+}
+
+fn elicitation_client(url: &str) -> TestClient {
+    TestClient::modern(url).with_capabilities(json!({"elicitation": {"form": {}}}))
+}
+
+/// A modern call to `l__ask` on `c`: its `input_required` result.
+async fn held_call(c: &TestClient) -> Value {
+    let first = c.call_tool("l__ask", json!({"q": 1})).await;
+    let r = first.result().clone();
+    assert_eq!(r["resultType"], "input_required", "{}", first.text());
+    r
+}
+
+async fn retry(c: &TestClient, asked: &Value) -> junction_testkit::TestResponse {
+    c.request(
+        "tools/call",
+        json!({"name": "l__ask", "arguments": {"q": 1},
+               "inputResponses": accept_all(asked, json!({"ok": true})),
+               "requestState": asked["requestState"]}),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_retry_landing_on_another_replica_reaches_the_held_call() {
+    let f = Fleet::start(2).await;
+    let asked = held_call(&elicitation_client(&f.url(0))).await;
+    let done = retry(&elicitation_client(&f.url(1)), &asked).await;
+    let r = done.result();
+    assert_eq!(r["resultType"], "complete", "{}", done.text());
+    assert_eq!(
+        r["structuredContent"]["elicitation"],
+        json!({"action": "accept", "content": {"ok": true}}),
+        "the upstream's tool got the answer: {}",
+        done.text()
+    );
+    assert_eq!(
+        f.legacy.calls("ask").len(),
+        1,
+        "one upstream call, continued"
+    );
+}
+
+#[tokio::test]
+async fn an_answer_posted_to_another_replica_reaches_the_question_asked_on_the_stream() {
+    let f = Fleet::start(2).await;
+    let a = TestClient::legacy(&f.url(0), VERSION).with_capabilities(json!({"elicitation": {}}));
+    assert_eq!(a.initialize().await.status, 200);
+    let mut stream = a
+        .stream(
+            "tools/call",
+            json!({"name": "l__ask", "arguments": {}}),
+            vec![],
+        )
+        .await;
+    let question = stream.next(WAIT).await.expect("a server request");
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    let b = f.same_session(&a, 1);
+    let ack = b
+        .respond(question["id"].clone(), json!({"action": "decline"}))
+        .await;
+    assert_eq!(ack.status, 202, "{}", ack.text());
+    let last = stream.next(WAIT).await.expect("the final result");
+    assert_eq!(
+        last["result"]["structuredContent"]["elicitation"],
+        json!({"action": "decline"}),
+        "{last}"
+    );
+    // An id no replica asked is refused where it lands, not relayed.
+    let stray = b.respond(json!("junction-forged"), json!({})).await;
+    assert_eq!(stray.error_code(), Some(-32602), "{}", stray.text());
+}
+
+#[tokio::test]
+async fn a_relayed_retry_takes_its_rate_limit_tokens_once() {
+    // Two tools/call per minute across the fleet: the call and its retry.
+    let limits = "rate_limits:\n  backend: redis\n  redis_url: '{redis}'\n  rules:\n    - {name: two, key: [principal], rate: 2, per: 1m, burst: 2, methods: [tools/call]}\n";
+    let f = Fleet::with(2, limits).await;
+    let asked = held_call(&elicitation_client(&f.url(0))).await;
+    let done = retry(&elicitation_client(&f.url(1)), &asked).await;
+    assert_eq!(done.result()["resultType"], "complete", "{}", done.text());
+    let third = elicitation_client(&f.url(1))
+        .call_tool("l__chatty", json!({}))
+        .await;
+    assert_eq!(third.status, 429, "the budget is spent: {}", third.text());
+}
+
+#[tokio::test]
+async fn a_retry_for_a_replica_that_is_gone_says_to_call_again() {
+    let mut f = Fleet::start(2).await;
+    let asked = held_call(&elicitation_client(&f.url(0))).await;
+    drop(f.replicas.remove(0));
+    let done = retry(&elicitation_client(&f.url(0)), &asked).await;
+    assert_eq!(done.error_code(), Some(-32602), "{}", done.text());
+    assert!(
+        done.text().contains("cannot be reached") && done.text().contains("call again"),
+        "{}",
+        done.text()
+    );
 }

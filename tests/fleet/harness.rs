@@ -180,7 +180,7 @@ impl Fleet {
              request_state: {{secret_env: JUNCTION_STATE_KEY}}\n\
              rate_limits:\n  backend: redis\n  redis_url: redis://127.0.0.1:{redis_port}\n  \
              failure_mode: closed\n  rules:\n    - {rule}\n\
-             fleet: {{redis_url: redis://127.0.0.1:{redis_port}}}\n\
+             fleet: {{redis_url: redis://127.0.0.1:{redis_port}, advertise_url: \"http://{{listen}}\"}}\n\
              log: {{format: json}}\n",
             alpha = alpha.url,
             beta = beta.url,
@@ -188,7 +188,8 @@ impl Fleet {
         let mut replicas = Vec::new();
         let mut ports = Vec::new();
         for _ in 0..REPLICAS {
-            let gw = start_replica(&yaml, "127.0.0.1:0").await;
+            // Known beforehand: each replica advertises its own address.
+            let gw = start_replica(&yaml, &format!("127.0.0.1:{}", free_port())).await;
             ports.push(gw.addr.port());
             replicas.push(Some(gw));
         }

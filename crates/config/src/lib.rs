@@ -98,7 +98,7 @@ fn build(ctx: &mut Ctx, root: &serde_json::Value, env: &[(String, String)]) -> C
         limits: server::limits(ctx, r.get("limits")),
         request_state: server::request_state(ctx, r.get("request_state"), env),
         sessions: server::sessions(ctx, r.get("sessions")),
-        fleet: server::fleet(ctx, r.get("fleet")),
+        fleet: server::fleet(ctx, r.get("fleet"), &server),
         log: server::log(ctx, r.get("log")),
         tracing: otel::tracing(ctx, r.get("tracing")),
         audit: audit::audit(ctx, r.get("audit"), &routes),

@@ -225,8 +225,8 @@ pub(crate) fn sessions(ctx: &mut Ctx, v: Option<&Value>) -> SessionsConfig {
     }
 }
 
-pub(crate) fn fleet(ctx: &mut Ctx, v: Option<&Value>) -> FleetConfig {
-    let o = Obj::new(ctx, v, "fleet", &["redis_url"]);
+pub(crate) fn fleet(ctx: &mut Ctx, v: Option<&Value>, server: &ServerConfig) -> FleetConfig {
+    let o = Obj::new(ctx, v, "fleet", &["redis_url", "advertise_url"]);
     let redis_url = o.nonempty(ctx, "redis_url");
     if let Some(url) = &redis_url {
         let ok = ["redis://", "rediss://"]
@@ -239,7 +239,29 @@ pub(crate) fn fleet(ctx: &mut Ctx, v: Option<&Value>) -> FleetConfig {
             );
         }
     }
-    FleetConfig { redis_url }
+    let advertise_url = o.nonempty(ctx, "advertise_url").and_then(|url| {
+        let url = url.trim_end_matches('/').to_owned();
+        let rest = url.strip_prefix("http://").unwrap_or("");
+        if rest.is_empty() || rest.contains(['/', '?', '#', '@']) {
+            ctx.err(
+                &o.key_path("advertise_url"),
+                format!("{url:?}: expected http://host:port (this replica as the others reach it, no path)"),
+            );
+            return None;
+        }
+        if server.tls.is_some() {
+            ctx.err(
+                &o.key_path("advertise_url"),
+                "replicas relay to each other over plain HTTP, which a listener with server.tls does not speak; terminate TLS in front of the replicas",
+            );
+            return None;
+        }
+        Some(url)
+    });
+    FleetConfig {
+        redis_url,
+        advertise_url,
+    }
 }
 
 const LEVELS: &[&str] = &["trace", "debug", "info", "warn", "error", "off"];

@@ -357,10 +357,15 @@ pub struct SessionsConfig {
 
 /// `fleet`: the Redis through which replicas tell each other what a client
 /// changed on one of them (a session ended by DELETE, a session's log level,
-/// its `resources/subscribe` set). Unset: each replica keeps these to itself.
+/// its `resources/subscribe` set), and the address other replicas relay a
+/// held call's retry to. Unset: each replica keeps these to itself.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FleetConfig {
     pub redis_url: Option<String>,
+    /// This replica's own base URL as the other replicas reach it
+    /// (`http://<pod IP>:<port>`): a retry or a client's answer that lands on
+    /// another replica is relayed here when this replica holds its call.
+    pub advertise_url: Option<String>,
 }
 
 #[derive(Clone, Debug)]

@@ -403,12 +403,26 @@ fn rate_limit_shape() {
 }
 
 #[test]
-fn fleet_redis_url_must_be_a_redis_url() {
+fn fleet_urls_are_checked() {
     for bad in ["http://x:1", "redis://", "''"] {
         let (path, message) = one(&format!("{UP}fleet: {{redis_url: {bad}}}"));
         assert_eq!(path, "fleet.redis_url", "{bad}: {message}");
     }
     assert_eq!(one(&format!("{UP}fleet: {{redis: x}}")).0, "fleet.redis");
+    for bad in [
+        "https://10.0.0.1:8080",
+        "http://",
+        "http://10.0.0.1:8080/mcp",
+        "10.0.0.1:8080",
+    ] {
+        let (path, message) = one(&format!("{UP}fleet: {{advertise_url: '{bad}'}}"));
+        assert_eq!(path, "fleet.advertise_url", "{bad}: {message}");
+    }
+    let (path, message) = one(&format!(
+        "{UP}server: {{tls: {{cert_file: c, key_file: k}}}}\nfleet: {{advertise_url: 'http://10.0.0.1:8080'}}"
+    ));
+    assert_eq!(path, "fleet.advertise_url", "{message}");
+    assert!(message.contains("server.tls"), "{message}");
 }
 
 #[test]

@@ -140,6 +140,10 @@ async fn rate_limit(
     let Some(limiter) = &cx.state.rate_limiter else {
         return Ok(());
     };
+    // A relayed request took its tokens on the replica it first reached.
+    if cx.hop.is_some() {
+        return Ok(());
+    }
     if !limiter.applies_to(method) {
         return Ok(());
     }

@@ -43,7 +43,7 @@ mod legacy;
 mod respond;
 
 pub use finish::Finisher;
-pub use held::client_response;
+pub use held::{client_response, Reply};
 pub use legacy::copy_request;
 pub use respond::respond;
 
@@ -362,6 +362,8 @@ enum Resumed {
     NotHeld(Driver),
     Continue(Box<Driver>),
     Answer(Result<(Vec<u8>, &'static str), GatewayError>),
+    /// Held by another replica (its `fleet.advertise_url`): relayed there.
+    Elsewhere(String),
 }
 
 /// How a call starts: `Ok` with the driver (and its recorder) to go upstream
@@ -395,6 +397,11 @@ async fn continue_held(
 ) -> Started {
     match resume(cx, params, driver).await {
         Ok(Resumed::NotHeld(d)) => Ok((d, record)),
+        // The owner records the call's outcome; here it is a relayed request.
+        Ok(Resumed::Elsewhere(owner)) => {
+            let body = cx.body.get().cloned().unwrap_or_default();
+            Err(crate::relay::to_owner(cx, &owner, body).await)
+        }
         Ok(Resumed::Continue(d)) => {
             let mut record = record;
             record.arm();
@@ -443,9 +450,16 @@ async fn resume(
         &f.target,
     )
     .map_err(|e| GatewayError::InvalidParams(e.into()))?;
-    let Some(entry) = entry else {
+    let Some(held) = entry else {
         return Ok(Resumed::NotHeld(template));
     };
+    let here = crate::state::lock(&template.replica.held).contains_key(&held.entry);
+    if !here && crate::relay::elsewhere(cx, held.owner.as_deref()) {
+        if let Some(owner) = held.owner {
+            return Ok(Resumed::Elsewhere(owner));
+        }
+    }
+    let entry = held.entry;
     let responses: BTreeMap<String, Box<RawValue>> = match params.get("inputResponses") {
         None => BTreeMap::new(),
         Some(raw) => serde_json::from_str(raw.get())

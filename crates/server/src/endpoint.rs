@@ -32,7 +32,7 @@ use crate::resolve::Route;
 use crate::response::{self, Body};
 use crate::state::METHOD_SLOTS;
 use crate::state::{RouteState, State};
-use crate::{admit, audit, bridge, era, resolve};
+use crate::{admit, audit, bridge, era, fleet, relay, resolve};
 
 /// Labels of the endpoint's ways in that are not methods of the table; each
 /// has the slot after the table's (`RouteState::ok_series`).
@@ -131,6 +131,11 @@ async fn handled(
     cx.access_log = state.config.log.access && junction_telemetry::access_log().is_some();
     cx.unanswered = Some(started);
     cx.traced = junction_telemetry::otel::tracer().is_some();
+    if state.config.fleet.advertise_url.is_some() {
+        cx.hop = cx
+            .header(fleet::HOP_HEADER)
+            .and_then(|t| fleet::open_hop(&state.sealer, t));
+    }
     let outcome = match edge(&cx) {
         Err(e) => Err(e),
         Ok(()) => match authenticate(&mut cx, parts.uri.query()).await {
@@ -354,6 +359,9 @@ async fn phases(
     .await
     .map_err(|_| refused(GatewayError::BodyTimeout))?
     .map_err(refused)?;
+    if config.fleet.advertise_url.is_some() {
+        let _ = cx.body.set(bytes.clone());
+    }
     let (id, method, params) = match parse_client_message(&bytes) {
         Ok(ClientMessage::Request { id, method, params }) => (id, method, params),
         Ok(ClientMessage::Notification { method, params }) => {
@@ -371,13 +379,16 @@ async fn phases(
         // answering a server request Junction sent it (bridge). Only looked
         // at here, off the request path.
         Err(e) => {
-            return match bridge::client_response(cx, &bytes) {
-                Some(answer) => {
-                    let label = Label::other("response");
-                    answer.map(|r| (label, r)).map_err(|e| (label, None, e))
+            let label = Label::other("response");
+            let answer = match bridge::client_response(cx, &bytes) {
+                None => return Err(refused(GatewayError::Malformed(e))),
+                Some(bridge::Reply::Done(answer)) => answer,
+                // Asked by another replica: the answer goes there (rare).
+                Some(bridge::Reply::Relay(owner)) => {
+                    Box::pin(relay::to_owner(cx, &owner, bytes)).await
                 }
-                None => Err(refused(GatewayError::Malformed(e))),
-            }
+            };
+            return answer.map(|r| (label, r)).map_err(|e| (label, None, e));
         }
     };
     let row = methods::find(&method);

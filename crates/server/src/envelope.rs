@@ -61,8 +61,10 @@ pub fn unwrap(
 }
 
 /// The `requestState` Junction hands a modern client when a handshake-era
-/// upstream asked for input mid-call: it names a call held by this process
-/// (`bridge`), bound to the caller, the upstream and the target.
+/// upstream asked for input mid-call: it names a call held by one replica
+/// (`bridge`), bound to the caller, the upstream and the target, and, with
+/// `fleet.advertise_url`, names that replica, so a retry landing on another
+/// is relayed there (`relay`).
 const PENDING_PURPOSE: &str = "junction/pending-input/v1";
 
 #[derive(Serialize, Deserialize)]
@@ -72,14 +74,24 @@ struct PendingRef {
     t: String,
     /// the held call's entry id
     e: String,
+    /// the replica holding it (its `fleet.advertise_url`)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    o: Option<String>,
+}
+
+/// A held call a pending-input token names.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Held {
+    pub entry: String,
+    /// The replica that holds it, when replicas relay to each other.
+    pub owner: Option<String>,
 }
 
 pub fn seal_pending(
     sealer: &Sealer,
-    principal: &str,
-    upstream: &str,
-    target: &str,
+    (principal, upstream, target): (&str, &str, &str),
     entry: &str,
+    owner: Option<&str>,
     ttl_ms: u64,
 ) -> String {
     let r = PendingRef {
@@ -87,20 +99,21 @@ pub fn seal_pending(
         u: upstream.into(),
         t: target.into(),
         e: entry.into(),
+        o: owner.map(str::to_owned),
     };
     let payload = serde_json::to_vec(&r).unwrap_or_default();
     sealer.seal(PENDING_PURPOSE, &payload, now_ms().saturating_add(ttl_ms))
 }
 
 /// `Ok(None)`: not a pending-input token (it may be a wrapped upstream state).
-/// `Ok(Some(entry))`: a token of this caller, upstream and target.
+/// `Ok(Some(held))`: a token of this caller, upstream and target.
 pub fn open_pending(
     sealer: &Sealer,
     token: &str,
     principal: &str,
     upstream: &str,
     target: &str,
-) -> Result<Option<String>, &'static str> {
+) -> Result<Option<Held>, &'static str> {
     let bytes = match sealer.open(PENDING_PURPOSE, token, now_ms()) {
         Ok(b) => b,
         Err(junction_protocol::seal::SealError::Expired) => {
@@ -112,7 +125,10 @@ pub fn open_pending(
     if r.p != principal || r.u != upstream || r.t != target {
         return Err("requestState was issued for another caller or tool");
     }
-    Ok(Some(r.e))
+    Ok(Some(Held {
+        entry: r.e,
+        owner: r.o,
+    }))
 }
 
 /// A task id Junction hands a client (`tasks`): the upstream's own id, sealed
@@ -185,10 +201,22 @@ mod tests {
     #[test]
     fn pending_tokens_are_bound_and_distinct_from_wrapped_state() {
         let s = Sealer::new(b"0123456789abcdef0123456789abcdef");
-        let t = seal_pending(&s, "alice", "alpha", "alpha__x", "e1", 60_000);
+        let bound = ("alice", "alpha", "alpha__x");
+        let t = seal_pending(&s, bound, "e1", None, 60_000);
         assert_eq!(
             open_pending(&s, &t, "alice", "alpha", "alpha__x"),
-            Ok(Some("e1".to_owned()))
+            Ok(Some(Held {
+                entry: "e1".into(),
+                owner: None
+            }))
+        );
+        let owned = seal_pending(&s, bound, "e2", Some("http://10.0.0.7:8080"), 60_000);
+        assert_eq!(
+            open_pending(&s, &owned, "alice", "alpha", "alpha__x"),
+            Ok(Some(Held {
+                entry: "e2".into(),
+                owner: Some("http://10.0.0.7:8080".into())
+            }))
         );
         assert!(open_pending(&s, &t, "bob", "alpha", "alpha__x").is_err());
         assert!(open_pending(&s, &t, "alice", "alpha", "alpha__y").is_err());

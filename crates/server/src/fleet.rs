@@ -1,9 +1,10 @@
 //! The fleet bus: what a client changes on one replica that every replica
 //! must know, carried through Redis (`fleet.redis_url`), the one engine the
 //! replicas share. Three things travel: a handshake-era session ended by
-//! DELETE, a session's `logging/setLevel`, and a session's
+//! DELETE, a session's `logging/setLevel`, a session's
 //! `resources/subscribe` set (each replica holding the session's GET stream
-//! watches the upstream itself).
+//! watches the upstream itself), and a `notifications/cancelled` for a call
+//! running on another replica.
 //!
 //! Each change is applied on the replica that took it at once, then written
 //! to Redis twice in one pipeline: a key that lives as long as the change
@@ -17,13 +18,22 @@
 //! when it is back (nothing is lost unless the queue overflows, which is
 //! logged and counted); the replica that took a change honours it meanwhile.
 //! Nothing on the request path waits for Redis.
+//!
+//! What cannot travel (a held upstream stream) stays where it is, and a
+//! request for it is relayed there (`relay`): the sealed names of the owning
+//! replica (question ids here, requestState in `envelope`) and the hop token
+//! a relayed request carries are made here too. They need only the shared
+//! sealing key, not Redis.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use std::net::IpAddr;
+
 use futures_util::StreamExt;
+use junction_protocol::seal::{now_ms, Sealer};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, Notify};
 
@@ -51,17 +61,23 @@ pub enum Event {
         session: String,
         uris: BTreeMap<String, String>,
     },
+    /// A handshake-era `notifications/cancelled` for a call this replica
+    /// does not run (the request id as the client wrote it, JSON): the
+    /// replica running it ends it. Only published, never kept.
+    Cancel { session: String, request: String },
 }
 
 impl Event {
     /// The Redis key that keeps this change for replicas that were not
     /// listening when it was published.
-    fn key(&self) -> String {
-        match self {
+    fn key(&self) -> Option<String> {
+        Some(match self {
             Event::Ended { session } => format!("{PREFIX}ended:{session}"),
             Event::Level { session, .. } => format!("{PREFIX}level:{session}"),
             Event::Uris { route, session, .. } => format!("{PREFIX}uris:{session}:{route}"),
-        }
+            // A call a late replica never ran has nothing to cancel.
+            Event::Cancel { .. } => return None,
+        })
     }
 }
 
@@ -233,12 +249,14 @@ impl Bus {
                 event: event.clone(),
             };
             let text = serde_json::to_string(&wire).map_err(|e| e.to_string())?;
-            pipe.cmd("SET")
-                .arg(event.key())
-                .arg(&text)
-                .arg("PX")
-                .arg(ttl_ms)
-                .ignore();
+            if let Some(key) = event.key() {
+                pipe.cmd("SET")
+                    .arg(key)
+                    .arg(&text)
+                    .arg("PX")
+                    .arg(ttl_ms)
+                    .ignore();
+            }
             pipe.cmd("PUBLISH").arg(CHANNEL).arg(&text).ignore();
         }
         tokio::time::timeout(OP_TIMEOUT, pipe.query_async::<()>(c))
@@ -340,6 +358,69 @@ impl Bus {
     }
 }
 
+/// Marks a request one replica relays to the replica that holds its call
+/// (`relay`): a sealed token with the caller's address, so the owner neither
+/// relays it again nor counts it against rate limits twice, and logs the
+/// real caller. Only a replica holding the shared key can make one.
+pub const HOP_HEADER: http::HeaderName = http::HeaderName::from_static("junction-fleet-hop");
+const HOP_PURPOSE: &str = "junction/fleet-hop/v1";
+/// A relayed request reaches its owner at once; a token older than this is
+/// not a relay in progress.
+const HOP_TTL_MS: u64 = 30_000;
+const QUESTION_PURPOSE: &str = "junction/question/v1";
+
+/// What a relayed request says of itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hop {
+    /// The caller's address as the first replica saw it.
+    pub client: Option<IpAddr>,
+}
+
+pub fn seal_hop(sealer: &Sealer, client: Option<IpAddr>) -> String {
+    let payload = client.map(|ip| ip.to_string()).unwrap_or_default();
+    sealer.seal(
+        HOP_PURPOSE,
+        payload.as_bytes(),
+        now_ms().saturating_add(HOP_TTL_MS),
+    )
+}
+
+/// The hop a request's header names, if it is a genuine one.
+pub fn open_hop(sealer: &Sealer, token: &str) -> Option<Hop> {
+    let payload = sealer.open(HOP_PURPOSE, token, now_ms()).ok()?;
+    let text = std::str::from_utf8(&payload).ok()?;
+    Some(Hop {
+        client: text.parse().ok(),
+    })
+}
+
+/// The id of a server request Junction asks a handshake-era client: with an
+/// owner (`fleet.advertise_url`), a sealed token naming it, so the client's
+/// answer reaches this replica from any other; without, a random one.
+pub fn question_id(sealer: &Sealer, owner: Option<&str>, ttl_ms: u64) -> String {
+    let nonce = format!("{:032x}", rand::random::<u128>());
+    match owner {
+        None => format!("junction-{nonce}"),
+        Some(owner) => {
+            let payload = format!("{nonce} {owner}");
+            let token = sealer.seal(
+                QUESTION_PURPOSE,
+                payload.as_bytes(),
+                now_ms().saturating_add(ttl_ms),
+            );
+            format!("junction-{token}")
+        }
+    }
+}
+
+/// The replica that asked the question `id` names, if its id is sealed.
+pub fn question_owner(sealer: &Sealer, id: &str) -> Option<String> {
+    let token = id.strip_prefix("junction-")?;
+    let payload = sealer.open(QUESTION_PURPOSE, token, now_ms()).ok()?;
+    let text = String::from_utf8(payload).ok()?;
+    text.split_once(' ').map(|(_, owner)| owner.to_owned())
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -373,8 +454,8 @@ mod tests {
             let text = serde_json::to_string(&wire).unwrap_or_default();
             let back: Wire = serde_json::from_str(&text).expect("round trip");
             assert_eq!(back.event, event);
-            assert!(event.key().starts_with(PREFIX));
-            assert!(event.key().contains("s1"));
+            let key = event.key().unwrap_or_default();
+            assert!(key.starts_with(PREFIX) && key.contains("s1"), "{key}");
         }
     }
 
@@ -397,6 +478,35 @@ mod tests {
             Some(Event::Ended {
                 session: "s3".into()
             })
+        );
+    }
+
+    #[test]
+    fn hops_and_question_owners_open_only_with_the_shared_key() {
+        let a = Sealer::new(b"key-a-key-a-key-a-key-a-key-a-key-a");
+        let b = Sealer::new(b"key-b-key-b-key-b-key-b-key-b-key-b");
+        let ip: IpAddr = "10.1.2.3".parse().unwrap_or(IpAddr::from([0, 0, 0, 0]));
+        let hop = seal_hop(&a, Some(ip));
+        assert_eq!(open_hop(&a, &hop), Some(Hop { client: Some(ip) }));
+        assert_eq!(open_hop(&b, &hop), None, "another gateway's key");
+        assert_eq!(open_hop(&a, "forged"), None);
+        assert_eq!(
+            open_hop(&a, &seal_hop(&a, None)),
+            Some(Hop { client: None })
+        );
+
+        let id = question_id(&a, Some("http://10.1.2.3:8080"), 60_000);
+        assert!(id.starts_with("junction-"), "{id}");
+        assert_eq!(
+            question_owner(&a, &id).as_deref(),
+            Some("http://10.1.2.3:8080")
+        );
+        assert_eq!(question_owner(&b, &id), None);
+        assert_eq!(question_owner(&a, &question_id(&a, None, 60_000)), None);
+        assert_ne!(
+            question_id(&a, Some("http://x:1"), 60_000),
+            question_id(&a, Some("http://x:1"), 60_000),
+            "each question its own id"
         );
     }
 

@@ -40,6 +40,7 @@ mod forward;
 mod guardrail;
 mod identity;
 mod notify;
+mod relay;
 mod resolve;
 mod tasks;
 mod views;

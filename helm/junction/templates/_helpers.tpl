@@ -216,6 +216,16 @@ Sections set to null are left out.
 
 {{/* The container's env list (YAML), empty when there is nothing to set. */}}
 {{- define "junction.env" -}}
+{{- $multi := or .Values.autoscaling.enabled (gt (int .Values.replicaCount) 1) }}
+{{- if and $multi (not .Values.tls.enabled) }}
+{{- /* Each pod as the others reach it: calls it holds are relayed to it. */}}
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+- name: JUNCTION_FLEET__ADVERTISE_URL
+  value: "http://$(POD_IP):{{ .Values.containerPort }}"
+{{- end }}
 {{- if include "junction.stateKeySecret" . }}
 - name: JUNCTION_STATE_KEY
   valueFrom:

@@ -25,6 +25,8 @@ use crate::error::GatewayError;
 use crate::names;
 use crate::response::{self, Body};
 use crate::state::{lock, Answer, Ask, HeldCall, Replica, MAX_HELD, MAX_WAITING};
+use crate::{fleet, relay};
+use junction_protocol::seal::Sealer;
 
 /// How long a held call or an unanswered question lives.
 pub(crate) const HOLD_TTL: Duration = Duration::from_secs(60);
@@ -71,12 +73,12 @@ pub(super) fn hold(
         let req = jsonrpc::raw_object([("method", method.as_ref()), ("params", params)]);
         requests.push((a.key.clone(), req));
     }
+    let owner = d.replica.advertise.load();
     let token = envelope::seal_pending(
         &f.sealer,
-        &f.principal,
-        &f.upstream,
-        &f.target,
+        (&f.principal, &f.upstream, &f.target),
         &entry,
+        owner.as_deref().map(String::as_str),
         HOLD_TTL.as_millis() as u64,
     );
     let kind = RawValue::from_string("\"input_required\"".into())
@@ -201,17 +203,23 @@ impl Drop for Asked<'_> {
 /// Send `questions` as JSON-RPC requests on a handshake-era client's SSE
 /// stream and wait for its answers, in order.
 pub(super) async fn ask(
-    replica: &Replica,
+    (replica, sealer): (&Replica, &Sealer),
     principal: &str,
     tx: &mpsc::Sender<Bytes>,
     questions: Vec<(String, Option<Box<RawValue>>)>,
 ) -> Result<Vec<Answer>, GatewayError> {
+    let owner = replica.advertise.load();
     let mut asked = Asked(replica, Vec::with_capacity(questions.len()));
     let mut waits = Vec::with_capacity(questions.len());
     let empty =
         RawValue::from_string("{}".into()).map_err(|e| GatewayError::Unsupported(e.to_string()))?;
     for (method, params) in &questions {
-        let id = format!("junction-{}", new_id());
+        // Names this replica when replicas relay: the answer may land elsewhere.
+        let id = fleet::question_id(
+            sealer,
+            owner.as_deref().map(String::as_str),
+            HOLD_TTL.as_millis() as u64,
+        );
         let (done, wait) = oneshot::channel();
         {
             let mut w = lock(&replica.waiting);
@@ -259,10 +267,19 @@ struct ClientReply {
     error: Option<RpcError>,
 }
 
+/// What becomes of a handshake-era client's answer.
+pub enum Reply {
+    /// Handed to the waiting call here (202), or refused.
+    Done(Result<Response<Body>, GatewayError>),
+    /// The question was asked by this other replica: relay the answer there.
+    Relay(String),
+}
+
 /// A POSTed JSON-RPC response from a handshake-era session, for a question
-/// Junction asked on one of its streams: routed to the waiting call, 202.
-/// `None`: not such a response (the endpoint handles the body as usual).
-pub fn client_response(cx: &Cx<'_>, body: &[u8]) -> Option<Result<Response<Body>, GatewayError>> {
+/// Junction asked on one of its streams: routed to the waiting call, 202, or
+/// to the replica that asked it. `None`: not such a response (the endpoint
+/// handles the body as usual).
+pub fn client_response(cx: &Cx<'_>, body: &[u8]) -> Option<Reply> {
     let token = cx.header(names::MCP_SESSION_ID)?;
     let reply: ClientReply = serde_json::from_slice(body).ok()?;
     if reply.method.is_some() || (reply.result.is_none() && reply.error.is_none()) {
@@ -270,29 +287,36 @@ pub fn client_response(cx: &Cx<'_>, body: &[u8]) -> Option<Result<Response<Body>
     }
     let session = match cx.session(token) {
         Ok((session, _)) => session,
-        Err(e) => return Some(Err(e)),
+        Err(e) => return Some(Reply::Done(Err(e))),
     };
     let answer = match (reply.result, reply.error) {
         (Some(r), None) => Ok(r),
         (None, Some(e)) => Err(e),
         _ => {
-            return Some(Err(GatewayError::Malformed(RpcError::new(
+            return Some(Reply::Done(Err(GatewayError::Malformed(RpcError::new(
                 junction_protocol::codes::INVALID_REQUEST,
                 "a response has exactly one of result and error",
-            ))))
+            )))))
         }
     };
-    let waiting = match reply.id {
-        Some(Id::Str(id)) => lock(&cx.state.replica.waiting).remove(&(session.p, id)),
-        _ => None,
+    let Some(Id::Str(id)) = reply.id else {
+        return Some(Reply::Done(Err(not_waiting())));
     };
+    let waiting = lock(&cx.state.replica.waiting).remove(&(session.p, id.clone()));
     Some(match waiting {
         Some(done) => {
             let _ = done.send(answer);
-            Ok(response::empty(StatusCode::ACCEPTED))
+            Reply::Done(Ok(response::empty(StatusCode::ACCEPTED)))
         }
-        None => Err(GatewayError::InvalidParams(
-            "no server request with this id is waiting for an answer (expired or answered)".into(),
-        )),
+        None => match fleet::question_owner(&cx.state.sealer, &id) {
+            Some(owner) if relay::elsewhere(cx, Some(&owner)) => Reply::Relay(owner),
+            _ => Reply::Done(Err(not_waiting())),
+        },
     })
+}
+
+fn not_waiting() -> GatewayError {
+    GatewayError::InvalidParams(
+        "no server request with this id is waiting for an answer (expired or answered)".into(),
+    )
 }

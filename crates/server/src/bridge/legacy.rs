@@ -69,12 +69,17 @@ impl Driver {
     ) -> Result<(), Result<(Vec<u8>, &'static str), GatewayError>> {
         let principal = self.finish.principal.clone();
         let replica = self.replica.clone();
+        let sealer = self.finish.sealer.clone();
         match stash {
             Stash::Relay(r) => {
-                let answers =
-                    held::ask(&replica, &principal, tx, vec![(r.method.clone(), r.params)])
-                        .await
-                        .map_err(Err)?;
+                let answers = held::ask(
+                    (&replica, &sealer),
+                    &principal,
+                    tx,
+                    vec![(r.method.clone(), r.params)],
+                )
+                .await
+                .map_err(Err)?;
                 let outcome = answers
                     .into_iter()
                     .next()
@@ -93,7 +98,7 @@ impl Driver {
                     .iter()
                     .map(|(_, m, p)| (m.clone(), p.clone()))
                     .collect();
-                let answers = held::ask(&replica, &principal, tx, questions)
+                let answers = held::ask((&replica, &sealer), &principal, tx, questions)
                     .await
                     .map_err(Err)?;
                 let mut responses: Vec<(String, Box<RawValue>)> = Vec::new();

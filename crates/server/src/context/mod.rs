@@ -50,6 +50,13 @@ pub struct Cx<'a> {
     pub routed: std::sync::OnceLock<(String, String)>,
     /// The method label once the request is parsed.
     pub method: std::sync::OnceLock<&'static str>,
+    /// Set when another replica relayed this request here (`fleet::Hop`):
+    /// it is not relayed again nor rate-limited twice, and its caller is the
+    /// one the hop names.
+    pub hop: Option<crate::fleet::Hop>,
+    /// The request body as the client sent it, kept only when replicas relay
+    /// (`fleet.advertise_url`): what a relay sends on.
+    pub body: std::sync::OnceLock<bytes::Bytes>,
     /// When the request arrived, while it has no response yet: a `Cx`
     /// dropped with this set belongs to a request whose client went away
     /// first (hyper dropped its future), and is counted and logged as
@@ -70,15 +77,21 @@ impl Cx<'_> {
             traced: false,
             routed: std::sync::OnceLock::new(),
             method: std::sync::OnceLock::new(),
+            hop: None,
+            body: std::sync::OnceLock::new(),
             unanswered: None,
         }
     }
 
     /// The caller's address, for the `client_ip` rate key and the access
     /// line: the peer, or, when `server.trusted_proxies` lists the peer, the
-    /// caller it names (`junction_policy::client_ip`). Read only by those
-    /// that need it.
+    /// caller it names (`junction_policy::client_ip`), or for a relayed
+    /// request the caller the first replica saw. Read only by those that
+    /// need it.
     pub fn client_ip(&self) -> Option<std::net::IpAddr> {
+        if let Some(hop) = self.hop {
+            return hop.client;
+        }
         let trusted = &self.state.config.server.trusted_proxies;
         self.peer_ip
             .map(|peer| junction_policy::client_ip(peer, self.headers, trusted))

@@ -135,7 +135,8 @@ pub fn delete_session(cx: &Cx<'_>) -> Result<Response<Body>, GatewayError> {
 }
 
 /// A handshake-era client's `notifications/cancelled{requestId}`: wakes its
-/// call if it runs here (see `cancel`). Anything else about it is ignored, as
+/// call if it runs here (see `cancel`), else tells the other replicas
+/// (`fleet`), one of which may run it. Anything else about it is ignored, as
 /// a notification cannot be answered with an error.
 pub fn cancelled(cx: &Cx<'_>, params: Option<&RawParams>) {
     let Ok((_, key)) = cx.require_session(|| GatewayError::SessionNotFound) else {
@@ -149,7 +150,21 @@ pub fn cancelled(cx: &Cx<'_>, params: Option<&RawParams>) {
     };
     let found = cx.state.replica.in_flight.cancel(&key, &request);
     tracing::debug!(%request, found, "notifications/cancelled");
+    if !found {
+        // The call may run on another replica: the one running it ends it.
+        cx.state.replica.share(
+            fleet::Event::Cancel {
+                session: key,
+                request: raw.get().to_owned(),
+            },
+            CANCEL_TTL,
+        );
+    }
 }
+
+/// A cancellation travels at once or not at all: a call still running after
+/// this long started after the client cancelled it.
+const CANCEL_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn ok(id: &Id, result: Value) -> Response<Body> {
     let raw = serde_json::value::to_raw_value(&result).unwrap_or_default();

@@ -135,6 +135,11 @@ impl Hub {
                 }
                 self.refresh_resource_watch(state);
             }
+            fleet::Event::Cancel { session, request } => {
+                if let Ok(id) = serde_json::from_str(&request) {
+                    replica.in_flight.cancel(&session, &id);
+                }
+            }
         }
     }
 

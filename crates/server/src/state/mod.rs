@@ -395,6 +395,9 @@ impl State {
             .lists
             .retain(|id, fp| upstreams.get(id).is_some_and(|u| u.fingerprint == fp));
         replica.resources.retain(|path| routes.contains_key(path));
+        replica
+            .advertise
+            .store(config.fleet.advertise_url.clone().map(Arc::new));
         if let Some(url) = &config.fleet.redis_url {
             if replica.fleet.get().is_none() {
                 let bus = crate::fleet::Bus::new(url).map_err(|message| BuildError::Policy {

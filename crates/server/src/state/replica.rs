@@ -61,7 +61,19 @@ pub struct Replica {
     pub resources: ResourceIndex,
     /// The Redis bus to the other replicas (`fleet.redis_url`), once set up.
     pub fleet: std::sync::OnceLock<Arc<crate::fleet::Bus>>,
+    /// This replica as the others reach it (`fleet.advertise_url`): named in
+    /// what it hands out for the calls it holds, so requests for them are
+    /// relayed here.
+    pub advertise: ArcSwapOption<String>,
+    /// The HTTP client that relays requests to the replica holding their call.
+    pub relay: std::sync::OnceLock<RelayClient>,
 }
+
+/// Plain HTTP between replicas (`fleet.advertise_url` is `http://`).
+pub type RelayClient = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    http_body_util::Full<Bytes>,
+>;
 
 impl Replica {
     /// Tells the other replicas about a change this one just applied (no-op

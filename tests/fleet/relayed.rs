@@ -1,14 +1,14 @@
-//! What still binds to one replica (ARCHITECTURE.md, "What binds to one
-//! replica"), written as the fleet behaviour issue 24 asks for and ignored
-//! until it is built: each test fails today for the reason in its `ignore`,
-//! and passes when both of its requests land on the same replica. Run them
-//! with `cargo test --test fleet -- --ignored`.
+//! What cannot move between replicas, reached from any of them: a call held
+//! for a modern client's retry and a question waiting for a handshake-era
+//! client's answer are relayed to the replica holding them
+//! (`fleet.advertise_url`), and a `notifications/cancelled` for a call running
+//! elsewhere travels on the fleet bus. Each test sends its two requests to
+//! different replicas through the balancer.
 
 use super::*;
 use harness::SPREAD;
 
 #[tokio::test]
-#[ignore = "issue 24: a call held for a modern client's retry lives in the asking replica (held_calls); elsewhere the retry is -32602 input request expired"]
 async fn a_held_call_is_found_by_a_retry_on_another_replica() {
     let fleet = Fleet::start(UNLIMITED).await;
     let c = fleet
@@ -39,7 +39,6 @@ async fn a_held_call_is_found_by_a_retry_on_another_replica() {
 }
 
 #[tokio::test]
-#[ignore = "issue 24: a question waiting for a handshake-era client's answer lives in the replica holding the call's stream; elsewhere the answer is -32602 no server request waiting"]
 async fn an_elicitation_answer_posted_to_another_replica_reaches_the_waiting_call() {
     let fleet = Fleet::start(UNLIMITED).await;
     let c = fleet.legacy().with_capabilities(json!({"elicitation": {}}));
@@ -72,7 +71,6 @@ async fn an_elicitation_answer_posted_to_another_replica_reaches_the_waiting_cal
 }
 
 #[tokio::test]
-#[ignore = "issue 24: a handshake-era notifications/cancelled is acted on only by the replica running the call (cancellable calls); elsewhere it is dropped"]
 async fn a_cancellation_sent_to_another_replica_ends_the_call() {
     let fleet = Fleet::start(UNLIMITED).await;
     let c = fleet.legacy();
