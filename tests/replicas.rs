@@ -6,8 +6,9 @@
 //! arrive once it is back. What cannot move (a held upstream call) is reached
 //! by relaying to the replica holding it (`fleet.advertise_url`): a modern
 //! client's retry and a handshake-era client's answer landing elsewhere, a
-//! shared rate limit counting the relayed retry once, and a clear error when
-//! the holding replica is gone. Each test runs two or three `junction`
+//! core task of the TypeScript SDK's example server polled on another
+//! replica, a shared rate limit counting the relayed retry once, and a clear
+//! error when the holding replica is gone. Each test runs two or three `junction`
 //! processes sharing one sealing key.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -16,6 +17,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use junction_testkit::mock::Behavior;
+use junction_testkit::peers::sdk_example_server;
 use junction_testkit::redis::RedisServer;
 use junction_testkit::sse::GetStream;
 use junction_testkit::{accept_all, TestClient, TestStream};
@@ -36,6 +38,8 @@ struct Fleet {
     legacy: MockUpstream,
     redis: RedisServer,
     replicas: Vec<Gateway>,
+    /// More upstreams for every replica (YAML list items).
+    more: String,
 }
 
 impl Fleet {
@@ -45,6 +49,11 @@ impl Fleet {
 
     /// `n` replicas with `extra` config (`{redis}` is the Redis URL).
     async fn with(n: usize, extra: &str) -> Fleet {
+        Fleet::build(n, "", extra).await
+    }
+
+    /// `n` replicas with `more` upstreams (YAML list items) besides `l`.
+    async fn build(n: usize, more: &str, extra: &str) -> Fleet {
         let tools = vec![
             MockTool::new("chatty", json!({"type": "object"}), Behavior::Logs),
             MockTool::new("ask", json!({"type": "object"}), Behavior::InputRequired),
@@ -54,6 +63,7 @@ impl Fleet {
             legacy,
             redis: RedisServer::start(),
             replicas: Vec::new(),
+            more: more.to_owned(),
         };
         let extra = extra.replace("{redis}", &fleet.redis.url());
         for _ in 0..n {
@@ -71,10 +81,11 @@ impl Fleet {
             .expect("a free port");
         let yaml = format!(
             "server: {{listen: '127.0.0.1:{port}'}}\n\
-             upstreams:\n  - {{id: l, url: {}}}\n\
+             upstreams:\n  - {{id: l, url: {}}}\n{}\
              request_state: {{secret_env: FLEET_KEY}}\n\
              fleet: {{redis_url: '{}', advertise_url: 'http://127.0.0.1:{port}'}}\n{extra}",
             self.legacy.url,
+            self.more,
             self.redis.url()
         );
         let gw = spawn_gateway_with_env(bin(), &yaml, &[("FLEET_KEY", KEY)]).await;
@@ -379,5 +390,47 @@ async fn a_retry_for_a_replica_that_is_gone_says_to_call_again() {
         done.text().contains("cannot be reached") && done.text().contains("call again"),
         "{}",
         done.text()
+    );
+}
+
+#[tokio::test]
+async fn a_core_task_is_reached_from_any_replica() {
+    // The TypeScript SDK's example server keeps 2025-11-25 core tasks in the
+    // upstream session of the replica that created them.
+    let sdk = sdk_example_server("simpleStreamableHttp.js").await;
+    let f = Fleet::build(2, &format!("  - {{id: sdk, url: '{}'}}\n", sdk.url), "").await;
+    let a = TestClient::legacy(&f.url(0), VERSION);
+    assert_eq!(a.initialize().await.status, 200);
+    let created = a
+        .request(
+            "tools/call",
+            json!({"name": "sdk__delay", "arguments": {"duration": 200}, "task": {"ttl": 60000}}),
+        )
+        .await;
+    let task_id = created.result()["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {}", created.text()))
+        .to_owned();
+    let b = f.same_session(&a, 1);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let last = loop {
+        let got = b.request("tasks/get", json!({"taskId": task_id})).await;
+        let status = got.result()["status"].as_str().unwrap_or("?").to_owned();
+        assert!(
+            matches!(status.as_str(), "working" | "completed"),
+            "tasks/get on the other replica: {}",
+            got.text()
+        );
+        if status == "completed" || tokio::time::Instant::now() > deadline {
+            break got;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(last.result()["taskId"], json!(task_id), "{}", last.text());
+    let result = b.request("tasks/result", json!({"taskId": task_id})).await;
+    assert!(
+        result.result()["content"].is_array(),
+        "the task's result on the other replica: {}",
+        result.text()
     );
 }

@@ -159,6 +159,11 @@ pub struct TaskRef {
     /// The upstream spoke the 2026-07-28 tasks extension (else 2025-11-25 core tasks).
     #[serde(rename = "m")]
     pub modern: bool,
+    /// The replica whose upstream session created a core task
+    /// (`fleet.advertise_url`): such a task lives in that session, so
+    /// `tasks/*` for it are relayed there.
+    #[serde(rename = "o", default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 pub fn seal_task(sealer: &Sealer, task: &TaskRef) -> String {
@@ -237,6 +242,7 @@ mod tests {
             tool: "alpha__x".into(),
             id: "\"t-1\"".into(),
             modern: true,
+            owner: None,
         };
         let t = seal_task(&s, &task);
         assert_eq!(seal_task(&s, &task), t, "one task, one id");

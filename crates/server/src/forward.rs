@@ -75,6 +75,10 @@ pub async fn forward(
             target: target.to_owned(),
             ttl_ms: cx.state.config.request_state.ttl.as_millis() as u64,
             tasks,
+            owner: match tasks {
+                Shape::None => None,
+                _ => cx.state.replica.advertise.load_full(),
+            },
         },
         method,
         caps: client.capabilities().to_owned(),

@@ -28,6 +28,9 @@ pub struct Finisher {
     pub ttl_ms: u64,
     /// Whether (and how) this call's client may be handed a task.
     pub tasks: Shape,
+    /// This replica as the others reach it, for a task bound to its upstream
+    /// session (set only when the call may create a task).
+    pub owner: Option<std::sync::Arc<String>>,
 }
 
 impl Finisher {
@@ -79,6 +82,10 @@ impl Finisher {
             tool: self.target.clone(),
             id,
             modern: modern_upstream,
+            // A core task lives in this replica's upstream session.
+            owner: (!modern_upstream)
+                .then(|| self.owner.as_deref().cloned())
+                .flatten(),
         };
         envelope::seal_task(&self.sealer, &task)
     }
@@ -183,6 +190,7 @@ mod tests {
             target: "tool".into(),
             ttl_ms: 60_000,
             tasks: Shape::None,
+            owner: None,
         }
     }
 

@@ -96,6 +96,7 @@ pub async fn complete(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>
         target,
         ttl_ms: cx.state.config.request_state.ttl.as_millis() as u64,
         tasks: crate::tasks::Shape::None,
+        owner: None,
     };
     let raw = finish.result(raw)?;
     Ok(response::json(StatusCode::OK, result_bytes(id, &raw)))

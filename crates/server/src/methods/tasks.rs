@@ -28,13 +28,31 @@ use crate::error::GatewayError;
 use crate::forward::{self, answer_of, Outbound};
 use crate::identity;
 use crate::record::Record;
+use crate::relay;
 use crate::response::{self, Body};
 use crate::state::UpstreamEntry;
 use crate::tasks::{self, Shape};
 
 type Answer = Result<Map<String, Value>, RpcError>;
 
+/// A core task lives in the upstream session of the replica that created it:
+/// a `tasks/*` for it that lands on another replica is relayed there (`relay`).
+async fn relayed(cx: &Cx<'_>, r: &Request) -> Option<Result<Response<Body>, GatewayError>> {
+    let Target::Task { task, .. } = &r.target else {
+        return None;
+    };
+    let owner = task.owner.as_deref()?;
+    if !relay::elsewhere(cx, Some(owner)) {
+        return None;
+    }
+    let body = cx.body.get().cloned().unwrap_or_default();
+    Some(Box::pin(relay::to_owner(cx, owner, body)).await)
+}
+
 pub async fn get(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+    if let Some(answer) = relayed(cx, &r).await {
+        return answer;
+    }
     let (task, token, u) = task_of(cx, &r)?;
     let answer = ask(cx, &r.client, u, task, "tasks/get", None).await?;
     let task_now = match answer {
@@ -61,6 +79,9 @@ pub async fn get(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Gat
 }
 
 pub async fn cancel(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+    if let Some(answer) = relayed(cx, &r).await {
+        return answer;
+    }
     let (task, token, u) = task_of(cx, &r)?;
     let answer = ask(cx, &r.client, u, task, "tasks/cancel", None).await?;
     match (r.client.is_modern(), task.modern) {
@@ -118,6 +139,9 @@ pub async fn update(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, 
 /// upstream as a call is (its server requests bridged to this client); for
 /// an extension upstream, `tasks/get` until the task is finished.
 pub async fn result(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+    if let Some(answer) = relayed(cx, &r).await {
+        return answer;
+    }
     let (task, _, u) = task_of(cx, &r)?;
     if !task.modern {
         let mut params = r.params.clone().unwrap_or_default();
