@@ -18,7 +18,7 @@ fn caller(scopes: &[&str]) -> Principal {
         subject: "alice".into(),
         scopes: scopes.iter().map(|s| s.to_string()).collect(),
         digest: "00".into(),
-        claims: json!({}),
+        claims: json!({}).into(),
     }
 }
 
@@ -108,7 +108,7 @@ fn bad_glob_is_an_error() {
 
 fn caller_with(scopes: &[&str], claims: serde_json::Value) -> Principal {
     Principal {
-        claims,
+        claims: claims.into(),
         ..caller(scopes)
     }
 }

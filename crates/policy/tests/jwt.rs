@@ -49,7 +49,7 @@ async fn good_tokens_of_each_algorithm() {
             .await
             .unwrap_or_else(|e| panic!("{key}: {e:?}"));
         assert_eq!(p.subject, "alice");
-        assert_eq!(p.scopes, vec!["crm.read", "crm.write"]);
+        assert_eq!(*p.scopes, ["crm.read", "crm.write"]);
         assert_eq!(p.claims["iss"], ISSUER);
     }
 }
@@ -82,13 +82,13 @@ async fn scopes_from_scope_and_scp() {
     c.as_object_mut().expect("obj").remove("scope");
     c["scp"] = json!(["b.write", "a.read"]);
     let p = check(&f, &sign("ed", Some("ed1"), &c)).await.expect("ok");
-    assert_eq!(p.scopes, vec!["a.read", "b.write"]);
+    assert_eq!(*p.scopes, ["a.read", "b.write"]);
     c["scp"] = json!("b.write  c.x");
     c["scope"] = json!("a.read b.write");
     let p = check(&f, &sign("ed", Some("ed1"), &c)).await.expect("ok");
     assert_eq!(
-        p.scopes,
-        vec!["a.read", "b.write", "c.x"],
+        *p.scopes,
+        ["a.read", "b.write", "c.x"],
         "both claims, either shape"
     );
     let no_scopes = {

@@ -96,9 +96,9 @@ mod tests {
     fn principal(exp: u64) -> Principal {
         Principal {
             subject: "alice".into(),
-            scopes: vec![],
+            scopes: Vec::new().into(),
             digest: "d".into(),
-            claims: json!({"sub": "alice", "exp": exp}),
+            claims: json!({"sub": "alice", "exp": exp}).into(),
         }
     }
 
@@ -149,7 +149,7 @@ mod tests {
 
         let no_exp = v.key("noexp", "/mcp");
         let mut p = principal(0);
-        p.claims = json!({"sub": "alice"});
+        p.claims = json!({"sub": "alice"}).into();
         v.put(no_exp, &p, 0, 0);
         assert!(v.get(&no_exp, 0).is_none());
     }

@@ -28,13 +28,16 @@ const NEVER_ADVERTISED: &str = "offline_access";
 #[derive(Clone, Debug, PartialEq)]
 pub struct Principal {
     pub subject: String,
-    /// From `scope` and `scp` (space-separated string or array), sorted, unique.
-    pub scopes: Vec<String>,
+    /// From `scope` and `scp` (space-separated string or array), sorted,
+    /// unique. Shared: a principal is cloned per request from the cache of
+    /// verified tokens, and what never changes is not copied.
+    pub scopes: std::sync::Arc<[String]>,
     /// Lower-case hex SHA-256 over issuer and subject: stable across replicas
     /// and restarts, used to bind sessions and requestState envelopes.
     pub digest: String,
-    /// Every claim of the token, for rules that need more than scopes.
-    pub claims: Value,
+    /// Every claim of the token, for rules that need more than scopes (shared,
+    /// as `scopes`).
+    pub claims: std::sync::Arc<Value>,
 }
 
 /// Why a request was not authenticated: HTTP 401 with [`Authenticator::challenge`].
@@ -245,9 +248,9 @@ impl Authenticator {
         let digest = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
         Ok(Principal {
             subject,
-            scopes,
+            scopes: scopes.into(),
             digest,
-            claims,
+            claims: std::sync::Arc::new(claims),
         })
     }
 
