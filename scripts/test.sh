@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, every crate's tests, the end-to-end
-# tests against the built binary (real Python SDK peers included), and the Helm
-# chart checks. Installs what it needs first (idempotent, cached under
+# tests against the built binary (real Python SDK peers included), the Helm
+# chart checks, and the instruction-count regression check. Installs what it needs first (idempotent, cached under
 # tests/interop/.peers and target/tools).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +25,10 @@ bash scripts/chart-check.sh
 # Real third-party peers and the official conformance suite, direct vs through
 # Junction (baselines may only shrink); rewrites tests/interop/RESULTS.md.
 bash tests/interop/run.sh
+# Junction's own cost per request may not grow: instructions per proxied
+# request under callgrind (release build), within 5 % of the committed
+# baseline (benches/load/instr-baseline.json; UPDATE=1 to move it on purpose).
+bash benches/load/instr-check.sh
 # Short fuzz runs of every target (long runs: scripts/fuzz.sh 600).
 cargo fuzz --version >/dev/null 2>&1 || cargo install cargo-fuzz --version 0.13.2 --locked --quiet
 bash scripts/fuzz.sh "${FUZZ_SECONDS:-5}"

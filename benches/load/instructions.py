@@ -77,7 +77,8 @@ def main():
              "when wrk calls it directly, measured in the same run.", "",
              "| request | direct upstream, instructions/request | Junction, instructions/request | ratio |",
              "|---|---:|---:|---:|"]
-    for method, d, j in [("`tools/call`", "direct_call", "junction_call"), ("`tools/list`", "direct_list", "junction_list")]:
+    for method, d, j in [("`tools/call`", "direct_call", "junction_call"), ("`tools/list`", "direct_list", "junction_list"),
+                         ("`tools/call`, JWT + one rate-limit rule", "direct_call", "junction_auth_call")]:
         if d in per and j in per:
             lines.append(f"| {method} | {per[d]:,.0f} | {per[j]:,.0f} | {per[j] / per[d]:.2f}× |")
     if "junction_call" in rows:

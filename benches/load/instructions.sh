@@ -7,8 +7,11 @@
 # is not in it. Writes the instructions table between the `instr` markers of
 # BENCHMARKS.md.
 #
+# Then the same Junction with JWT auth and one rate-limit rule.
+#
 # Env: SKIP_BUILD=1, DURATION (s per measured run, default 5), CONC (wrk
-#      connections, default 4), OUT (default BENCHMARKS.md), KEEP=1.
+#      connections, default 4), OUT (default BENCHMARKS.md), KEEP=1,
+#      RAW_OUT (also write the per-request figures there as JSON).
 # Loopback only; about 1 minute after the build.
 set -euo pipefail
 
@@ -26,6 +29,7 @@ LOG_TAG=instr
 trap cleanup EXIT
 ensure_apt wrk
 ensure_apt valgrind
+ensure_apt jq
 cd "$ROOT"
 build_binaries
 
@@ -66,6 +70,31 @@ addr=$(wait_line "$WORK/junction-cg.out" 'junction listening on (127\.0\.0\.1:[0
 CHECK_TIMEOUT=20 check "http://$addr/mcp" tools/call fast__tool0
 measure junction_call "$pid" "http://$addr/mcp" tools/call fast__tool0
 measure junction_list "$pid" "http://$addr/mcp" tools/list
+kill "$pid" 2>/dev/null || true
 
+# 3. The same with JWT authentication (RS256 from a JWKS file, so the key is
+# cached) and one local rate-limit rule keyed by principal and tool that never
+# rejects: the edge policy most installs run.
+ISSUER=https://idp.bench
+PUBLIC_URL=http://127.0.0.1:8080
+export MCP_AUTHORIZATION="Bearer $(python3 "$HERE/jwt.py" "$WORK" "$ISSUER" "$PUBLIC_URL")"
+{
+  sed '/^server:/a\  public_url: '"$PUBLIC_URL" "$WORK/instr.yaml"
+  echo "auth:"
+  echo "  jwt: {issuer: \"$ISSUER\", jwks_file: \"$WORK/jwks.json\"}"
+  echo "rate_limits:"
+  echo "  rules:"
+  echo "    - {name: per-user-tool, key: [principal, tool], rate: 1000000000, per: 1s, burst: 1000000000}"
+} > "$WORK/instr-auth.yaml"
+under_callgrind "$WORK/junction-auth-cg.out" "$JUNCTION" run --config "$WORK/instr-auth.yaml"; pid=$CG_PID
+addr=$(wait_line "$WORK/junction-auth-cg.out" 'junction listening on (127\.0\.0\.1:[0-9]+)')
+CHECK_TIMEOUT=20 check "http://$addr/mcp" tools/call fast__tool0 "$MCP_AUTHORIZATION"
+measure junction_auth_call "$pid" "http://$addr/mcp" tools/call fast__tool0
+unset MCP_AUTHORIZATION
+
+# RAW_OUT: the per-request figures as JSON, for benches/load/instr-check.sh.
+if [ -n "${RAW_OUT:-}" ]; then
+  awk '{printf "%s%s\"%s\": %d", (NR > 1 ? ", " : "{"), "", $1, $3 / $2} END {print "}"}' "$WORK/instr.txt" > "$RAW_OUT"
+fi
 python3 "$HERE/instructions.py" "$WORK/instr.txt" "$OUT" "$(git -C "$ROOT" rev-parse --short HEAD)" "$(machine)" "$CONC" "$DURATION"
 log "table written to $OUT"
