@@ -18,6 +18,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 
 use dashmap::DashMap;
@@ -37,7 +38,7 @@ pub(super) type Key = [u64; 2];
 pub(super) struct Verified {
     tokens: DashMap<Key, (Principal, Instant, u64)>,
     /// Two independently keyed hashers: 128 bits of key for the table.
-    hashers: (std::collections::hash_map::RandomState, std::collections::hash_map::RandomState),
+    hashers: (RandomState, RandomState),
 }
 
 impl Verified {
@@ -45,7 +46,10 @@ impl Verified {
         // `str`'s Hash ends each string with a marker, so (route, token) pairs
         // cannot run into each other.
         let input = (route_path, token);
-        [self.hashers.0.hash_one(input), self.hashers.1.hash_one(input)]
+        [
+            self.hashers.0.hash_one(input),
+            self.hashers.1.hash_one(input),
+        ]
     }
 
     /// The remembered principal, if it verified under key set `generation`.
