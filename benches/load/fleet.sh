@@ -47,15 +47,9 @@ export JUNCTION_STATE_KEY=fleet-bench-key-0123456789abcdef0123456789abcdef
 PORTS=()
 for i in 1 2 3; do
   port=$(free_port)
-  cat > "$WORK/replica$i.yaml" <<YAML
-server:
-  listen: 127.0.0.1:$port
-upstreams:
-  - id: fast
-    url: http://$UP_ADDR/mcp
-routes:
-  - path: /mcp
-    upstreams: ["*"]
+  one_upstream_config "$WORK/replica$i.yaml"
+  sed -i "s/listen: 127.0.0.1:0/listen: 127.0.0.1:$port/" "$WORK/replica$i.yaml"
+  cat >> "$WORK/replica$i.yaml" <<YAML
 request_state: {secret_env: JUNCTION_STATE_KEY}
 fleet: {redis_url: "redis://127.0.0.1:$REDIS_PORT", advertise_url: "http://127.0.0.1:$port"}
 YAML

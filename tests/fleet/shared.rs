@@ -8,9 +8,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
-use junction_testkit::sse::SseParser;
+use junction_testkit::sse::GetStream;
 
 use super::*;
 use harness::SPREAD;
@@ -95,14 +93,14 @@ async fn a_resource_subscription_made_on_one_replica_feeds_the_get_stream_on_ano
     let c = fleet.legacy();
     assert_eq!(c.initialize().await.status, 200);
     let sid = c.session_id().expect("a session id");
-    let mut stream = GetStream::open(&fleet.lb("/mcp"), &sid).await;
+    let (mut stream, streamed_on) = get_stream(&fleet.lb("/mcp"), &sid).await;
     assert_eq!(stream.status, 200);
     let uri = "mock://beta/readme";
     let sub = c.request("resources/subscribe", json!({"uri": uri})).await;
     assert_eq!(sub.result(), &json!({}), "{}", sub.text());
     let subscribed_on = served_by(&sub);
     assert_ne!(
-        subscribed_on, stream.replica,
+        subscribed_on, streamed_on,
         "round robin moved the subscribe"
     );
     // Touched until the stream hears of it: the upstream learns of the
@@ -119,70 +117,23 @@ async fn a_resource_subscription_made_on_one_replica_feeds_the_get_stream_on_ano
             json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
                     "params": {"uri": uri}})
         ),
-        "GET stream on {} after subscribing on {subscribed_on}",
-        stream.replica
+        "GET stream on {streamed_on} after subscribing on {subscribed_on}"
     );
 }
 
-/// A handshake-era session's GET stream through the load balancer.
-struct GetStream {
-    status: u16,
-    replica: String,
-    body: Option<hyper::body::Incoming>,
-    parser: SseParser,
-    queue: std::collections::VecDeque<Value>,
-}
-
-impl GetStream {
-    async fn open(url: &str, sid: &str) -> GetStream {
-        let client =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .build_http::<Empty<Bytes>>();
-        let req = hyper::Request::builder()
-            .method("GET")
-            .uri(url)
-            .header("accept", "text/event-stream")
-            .header("mcp-session-id", sid)
-            .header("mcp-protocol-version", "2025-11-25")
-            .body(Empty::new())
-            .unwrap();
-        let resp = tokio::time::timeout(WAIT, client.request(req))
-            .await
-            .expect("the GET stream opens")
-            .expect("the GET stream opens");
-        GetStream {
-            status: resp.status().as_u16(),
-            replica: resp
-                .headers()
-                .get(MARKER)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("none")
-                .to_owned(),
-            body: Some(resp.into_body()),
-            parser: SseParser::default(),
-            queue: Default::default(),
-        }
-    }
-
-    async fn next(&mut self, wait: Duration) -> Option<Value> {
-        let deadline = tokio::time::Instant::now() + wait;
-        loop {
-            if let Some(m) = self.queue.pop_front() {
-                return Some(m);
-            }
-            let body = self.body.as_mut()?;
-            match tokio::time::timeout_at(deadline, body.frame()).await.ok()? {
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        for d in self.parser.push(&data) {
-                            if let Ok(v) = serde_json::from_str(&d) {
-                                self.queue.push_back(v);
-                            }
-                        }
-                    }
-                }
-                _ => self.body = None,
-            }
-        }
-    }
+/// A handshake-era session's GET stream through the load balancer, and the
+/// replica that serves it.
+async fn get_stream(url: &str, sid: &str) -> (GetStream, String) {
+    let headers = [
+        ("mcp-session-id", sid),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    let stream = GetStream::open(url, &headers, WAIT).await;
+    let replica = stream
+        .headers
+        .get(MARKER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("none")
+        .to_owned();
+    (stream, replica)
 }

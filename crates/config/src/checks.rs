@@ -24,6 +24,20 @@ pub(crate) fn is_glob(s: &str) -> bool {
     s.contains(['*', '?', '[', ']', '{', '}'])
 }
 
+/// A Redis URL (`redis://host:port` or `rediss://…`), or an error at `path`.
+pub(crate) fn redis_url(ctx: &mut Ctx, path: &str, url: &str) -> bool {
+    let ok = ["redis://", "rediss://"]
+        .iter()
+        .any(|s| url.starts_with(s) && url.len() > s.len());
+    if !ok {
+        ctx.err(
+            path,
+            format!("{url:?}: expected redis://host:port or rediss://host:port"),
+        );
+    }
+    ok
+}
+
 pub(crate) fn glob(ctx: &mut Ctx, path: &str, pattern: &str) -> Option<globset::GlobMatcher> {
     if pattern.is_empty() {
         ctx.err(path, "empty pattern");

@@ -228,18 +228,8 @@ pub(crate) fn rate_limits(ctx: &mut Ctx, v: Option<&Value>) -> Option<RateLimitC
                 );
                 None
             }
-            Some(url) => {
-                let ok = ["redis://", "rediss://"]
-                    .iter()
-                    .any(|s| url.starts_with(s) && url.len() > s.len());
-                if !ok {
-                    ctx.err(
-                        &o.key_path("redis_url"),
-                        format!("{url:?}: expected redis://host:port or rediss://host:port"),
-                    );
-                }
-                ok.then_some(RateLimitBackend::Redis { url })
-            }
+            Some(url) => checks::redis_url(ctx, &o.key_path("redis_url"), &url)
+                .then_some(RateLimitBackend::Redis { url }),
         },
         None if o.has("backend") => None,
         _ => {

@@ -229,15 +229,7 @@ pub(crate) fn fleet(ctx: &mut Ctx, v: Option<&Value>, server: &ServerConfig) -> 
     let o = Obj::new(ctx, v, "fleet", &["redis_url", "advertise_url"]);
     let redis_url = o.nonempty(ctx, "redis_url");
     if let Some(url) = &redis_url {
-        let ok = ["redis://", "rediss://"]
-            .iter()
-            .any(|s| url.starts_with(s) && url.len() > s.len());
-        if !ok {
-            ctx.err(
-                &o.key_path("redis_url"),
-                format!("{url:?}: expected redis://host:port or rediss://host:port"),
-            );
-        }
+        checks::redis_url(ctx, &o.key_path("redis_url"), url);
     }
     let advertise_url = o.nonempty(ctx, "advertise_url").and_then(|url| {
         let url = url.trim_end_matches('/').to_owned();

@@ -72,6 +72,8 @@ pub fn parse_all(body: &[u8]) -> Vec<Value> {
 /// message by message.
 pub struct GetStream {
     pub status: u16,
+    /// The response's headers (a load balancer's marker, say).
+    pub headers: http::HeaderMap,
     pub body: Option<hyper::body::Incoming>,
     parser: SseParser,
     queue: std::collections::VecDeque<Value>,
@@ -97,9 +99,11 @@ impl GetStream {
             .await
             .expect("the GET was answered in time")
             .expect("the GET reached the server");
+        let (parts, body) = resp.into_parts();
         GetStream {
-            status: resp.status().as_u16(),
-            body: Some(resp.into_body()),
+            status: parts.status.as_u16(),
+            headers: parts.headers,
+            body: Some(body),
             parser: SseParser::default(),
             queue: Default::default(),
         }
