@@ -130,15 +130,30 @@ async fn eventually_status(c: &TestClient, want: u16) -> u16 {
     }
 }
 
-/// Changes waiting for Redis on `gw`, from its /metrics.
-async fn pending(gw: &Gateway) -> Option<f64> {
+/// A series of `gw`'s /metrics.
+async fn series(gw: &Gateway, name: &str) -> Option<f64> {
     let scrape = TestClient::modern(&gw.url("/metrics"))
         .raw("GET", vec![], vec![])
         .await;
-    metric(
-        &String::from_utf8_lossy(&scrape.raw),
-        "junction_table_entries{table=\"fleet_pending\"}",
-    )
+    metric(&String::from_utf8_lossy(&scrape.raw), name)
+}
+
+/// Changes waiting for Redis on `gw`.
+async fn pending(gw: &Gateway) -> Option<f64> {
+    series(gw, "junction_table_entries{table=\"fleet_pending\"}").await
+}
+
+/// `junction_fleet_connected` of `gw` once it reads `want` (the bus notices
+/// an outage when its subscription breaks).
+async fn connected(gw: &Gateway, want: f64) -> Option<f64> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let now = series(gw, "junction_fleet_connected{bus=\"redis\"}").await;
+        if now == Some(want) || tokio::time::Instant::now() >= deadline {
+            return now;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 async fn levels(c: &TestClient) -> Vec<String> {
@@ -268,8 +283,14 @@ async fn a_change_made_while_redis_is_down_arrives_when_it_is_back() {
     let a = TestClient::legacy(&f.url(0), VERSION);
     assert_eq!(a.initialize().await.status, 200);
     let b = f.same_session(&a, 1);
+    assert_eq!(connected(&f.replicas[1], 1.0).await, Some(1.0));
     let port = f.redis.port;
     f.redis.stop();
+    assert_eq!(
+        connected(&f.replicas[1], 0.0).await,
+        Some(0.0),
+        "the outage shows"
+    );
 
     // The replica that took the DELETE honours it at once; the other cannot
     // know yet (documented: it learns when Redis is back).
@@ -291,6 +312,20 @@ async fn a_change_made_while_redis_is_down_arrives_when_it_is_back() {
         f.replicas[1].stderr()
     );
     assert_eq!(pending(&f.replicas[0]).await, Some(0.0));
+    assert_eq!(
+        connected(&f.replicas[1], 1.0).await,
+        Some(1.0),
+        "and its end"
+    );
+    assert_eq!(
+        series(
+            &f.replicas[0],
+            "junction_fleet_dropped_total{bus=\"redis\"}"
+        )
+        .await,
+        Some(0.0),
+        "nothing was dropped"
+    );
 }
 
 fn elicitation_client(url: &str) -> TestClient {

@@ -93,6 +93,11 @@ pub struct MetricFamilies {
     /// entries and the most each holds, set at each scrape.
     pub table_entries: IntGaugeVec,
     pub table_capacity: IntGaugeVec,
+    /// The fleet bus (`fleet.redis_url`), set at each scrape; no series
+    /// without one: 1 while subscribed to Redis and caught up.
+    pub fleet_connected: IntGaugeVec,
+    /// Changes the fleet bus dropped because Redis was down too long.
+    pub fleet_dropped_total: IntCounterVec,
     /// Which exposed tool names may be used as a `tool` label (bounded).
     pub tool_labels: ToolLabels,
     /// `open_streams{kind="call"}` and `catalog_lookups_total{result=hit|miss}`,
@@ -329,6 +334,20 @@ impl Metrics {
                 ),
                 &["table"],
             )?,
+            fleet_connected: IntGaugeVec::new(
+                Opts::new(
+                    "junction_fleet_connected",
+                    "1 while the fleet bus is subscribed to its Redis and caught up",
+                ),
+                &["bus"],
+            )?,
+            fleet_dropped_total: IntCounterVec::new(
+                Opts::new(
+                    "junction_fleet_dropped_total",
+                    "Changes the fleet bus dropped because its queue was full while Redis was unreachable",
+                ),
+                &["bus"],
+            )?,
             tool_labels: ToolLabels::new(ToolLabels::DEFAULT_CAP),
             open_call_streams: OnceLock::new(),
             catalog_hits: OnceLock::new(),
@@ -353,6 +372,8 @@ impl Metrics {
         registry.register(Box::new(m.open_streams.clone()))?;
         registry.register(Box::new(m.table_entries.clone()))?;
         registry.register(Box::new(m.table_capacity.clone()))?;
+        registry.register(Box::new(m.fleet_connected.clone()))?;
+        registry.register(Box::new(m.fleet_dropped_total.clone()))?;
         registry.register(Box::new(m.upstream_connections_opened_total.clone()))?;
         registry.register(Box::new(m.upstream_connections.clone()))?;
         registry.register(Box::new(m.upstream_credentials_total.clone()))?;

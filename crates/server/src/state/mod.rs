@@ -178,7 +178,8 @@ impl ToolSource for UpstreamSource {
 
 impl State {
     /// Sets `junction_table_entries` and `junction_table_capacity` for this
-    /// replica's bounded tables; called at each scrape.
+    /// replica's bounded tables, and the fleet bus's state; called at each
+    /// scrape.
     pub(crate) fn observe_tables(&self) {
         let m = &self.metrics;
         for (table, entries, capacity) in self.replica.tables() {
@@ -189,6 +190,13 @@ impl State {
             m.table_capacity
                 .with_label_values(&[table])
                 .set(gauge(capacity));
+        }
+        if let Some(bus) = self.replica.fleet.get() {
+            m.fleet_connected
+                .with_label_values(&["redis"])
+                .set(i64::from(bus.is_up()));
+            let dropped = m.fleet_dropped_total.with_label_values(&["redis"]);
+            dropped.inc_by(bus.dropped().saturating_sub(dropped.get()));
         }
     }
 
