@@ -80,7 +80,8 @@ haproxy_for() { # N -> prints the frontend port
     for i in $(seq 1 "$n"); do echo "  server r$i 127.0.0.1:${PORTS[$((i - 1))]}"; done
   } > "$cfg"
   haproxy -f "$cfg" -db > "$WORK/haproxy$n.out" 2>&1 &
-  PIDS+=("$!")
+  # Called in $( ): the pid goes through a file to the EXIT trap's list.
+  echo "$!" > "$WORK/haproxy$n.pid"
   for _ in $(seq 1 50); do
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
     sleep 0.1
@@ -90,7 +91,10 @@ haproxy_for() { # N -> prints the frontend port
 
 declare -A URL
 URL[alone]="http://127.0.0.1:${PORTS[0]}/mcp"
-for n in 1 2 3; do URL[lb$n]="http://127.0.0.1:$(haproxy_for "$n")/mcp"; done
+for n in 1 2 3; do
+  URL[lb$n]="http://127.0.0.1:$(haproxy_for "$n")/mcp"
+  PIDS+=("$(cat "$WORK/haproxy$n.pid")")
+done
 for cell in alone lb1 lb2 lb3; do check "${URL[$cell]}" tools/call fast__tool0; done
 
 : > "$WORK/fleet.txt"
