@@ -398,10 +398,7 @@ async fn continue_held(
     match resume(cx, params, driver).await {
         Ok(Resumed::NotHeld(d)) => Ok((d, record)),
         // The owner records the call's outcome; here it is a relayed request.
-        Ok(Resumed::Elsewhere(owner)) => {
-            let body = cx.body.get().cloned().unwrap_or_default();
-            Err(crate::relay::to_owner(cx, &owner, body).await)
-        }
+        Ok(Resumed::Elsewhere(owner)) => Err(crate::relay::to_owner(cx, &owner).await),
         Ok(Resumed::Continue(d)) => {
             let mut record = record;
             record.arm();
@@ -453,9 +450,8 @@ async fn resume(
     let Some(held) = entry else {
         return Ok(Resumed::NotHeld(template));
     };
-    let here = crate::state::lock(&template.replica.held).contains_key(&held.entry);
-    if !here && crate::relay::elsewhere(cx, held.owner.as_deref()) {
-        if let Some(owner) = held.owner {
+    if let Some(owner) = held.owner.filter(|o| crate::relay::elsewhere(cx, o)) {
+        if !crate::state::lock(&template.replica.held).contains_key(&held.entry) {
             return Ok(Resumed::Elsewhere(owner));
         }
     }

@@ -384,9 +384,7 @@ async fn phases(
                 None => return Err(refused(GatewayError::Malformed(e))),
                 Some(bridge::Reply::Done(answer)) => answer,
                 // Asked by another replica: the answer goes there (rare).
-                Some(bridge::Reply::Relay(owner)) => {
-                    Box::pin(relay::to_owner(cx, &owner, bytes)).await
-                }
+                Some(bridge::Reply::Relay(owner)) => Box::pin(relay::to_owner(cx, &owner)).await,
             };
             return answer.map(|r| (label, r)).map_err(|e| (label, None, e));
         }

@@ -16,7 +16,6 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::header::{self, HeaderName};
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full, StreamBody};
@@ -51,19 +50,16 @@ fn hop_by_hop(name: &HeaderName) -> bool {
 
 /// Whether this request may be relayed to `owner`: it names another replica,
 /// and it was not relayed here already (a hop is never relayed again).
-pub fn elsewhere(cx: &Cx<'_>, owner: Option<&str>) -> bool {
-    let Some(owner) = owner else { return false };
+pub fn elsewhere(cx: &Cx<'_>, owner: &str) -> bool {
     let own = cx.state.replica.advertise.load();
     cx.hop.is_none() && own.as_deref().is_some_and(|own| own.as_str() != owner)
 }
 
-/// Sends `body` with the client's headers to the same route on `owner` and
-/// answers with what it answers.
-pub async fn to_owner(
-    cx: &Cx<'_>,
-    owner: &str,
-    body: Bytes,
-) -> Result<Response<Body>, GatewayError> {
+/// Sends the request's body (`Cx::body`, kept whenever replicas relay) with
+/// the client's headers to the same route on `owner` and answers with what
+/// it answers.
+pub async fn to_owner(cx: &Cx<'_>, owner: &str) -> Result<Response<Body>, GatewayError> {
+    let body = cx.body.get().cloned().unwrap_or_default();
     let gone = |e: String| {
         GatewayError::InvalidParams(format!(
             "the replica holding this call ({owner}) cannot be reached ({e}); call again"

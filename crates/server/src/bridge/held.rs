@@ -309,7 +309,7 @@ pub fn client_response(cx: &Cx<'_>, body: &[u8]) -> Option<Reply> {
             Reply::Done(Ok(response::empty(StatusCode::ACCEPTED)))
         }
         None => match fleet::question_owner(&cx.state.sealer, &id) {
-            Some(owner) if relay::elsewhere(cx, Some(&owner)) => Reply::Relay(owner),
+            Some(owner) if relay::elsewhere(cx, &owner) => Reply::Relay(owner),
             _ => Reply::Done(Err(not_waiting())),
         },
     })

@@ -42,11 +42,10 @@ async fn relayed(cx: &Cx<'_>, r: &Request) -> Option<Result<Response<Body>, Gate
         return None;
     };
     let owner = task.owner.as_deref()?;
-    if !relay::elsewhere(cx, Some(owner)) {
+    if !relay::elsewhere(cx, owner) {
         return None;
     }
-    let body = cx.body.get().cloned().unwrap_or_default();
-    Some(Box::pin(relay::to_owner(cx, owner, body)).await)
+    Some(Box::pin(relay::to_owner(cx, owner)).await)
 }
 
 pub async fn get(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
