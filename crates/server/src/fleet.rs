@@ -225,12 +225,7 @@ impl Bus {
         batch: &[(Event, tokio::time::Instant)],
     ) -> Result<(), String> {
         if conn.is_none() {
-            let c =
-                tokio::time::timeout(OP_TIMEOUT, self.client.get_multiplexed_async_connection())
-                    .await
-                    .map_err(|_| "connect timed out".to_owned())?
-                    .map_err(|e| e.to_string())?;
-            *conn = Some(c);
+            *conn = Some(bounded(self.client.get_multiplexed_async_connection()).await?);
         }
         let Some(c) = conn.as_mut() else {
             return Err("no connection".into());
@@ -259,10 +254,7 @@ impl Bus {
             }
             pipe.cmd("PUBLISH").arg(CHANNEL).arg(&text).ignore();
         }
-        tokio::time::timeout(OP_TIMEOUT, pipe.query_async::<()>(c))
-            .await
-            .map_err(|_| "publish timed out".to_owned())?
-            .map_err(|e| e.to_string())
+        bounded(pipe.query_async::<()>(c)).await
     }
 
     async fn subscribe_loop(self: Arc<Self>) {
@@ -287,11 +279,8 @@ impl Bus {
     /// Subscribes, reads what Redis keeps, then applies messages until the
     /// connection ends.
     async fn listen(&self) -> Result<(), String> {
-        let mut pubsub = tokio::time::timeout(OP_TIMEOUT, self.client.get_async_pubsub())
-            .await
-            .map_err(|_| "connect timed out".to_owned())?
-            .map_err(|e| e.to_string())?;
-        pubsub.subscribe(CHANNEL).await.map_err(|e| e.to_string())?;
+        let mut pubsub = bounded(self.client.get_async_pubsub()).await?;
+        bounded(pubsub.subscribe(CHANNEL)).await?;
         // Subscribed first, then the stored changes: nothing falls between.
         self.catch_up().await?;
         self.up.store(true, Ordering::Release);
@@ -307,31 +296,29 @@ impl Bus {
     }
 
     async fn catch_up(&self) -> Result<(), String> {
-        let mut conn =
-            tokio::time::timeout(OP_TIMEOUT, self.client.get_multiplexed_async_connection())
-                .await
-                .map_err(|_| "connect timed out".to_owned())?
-                .map_err(|e| e.to_string())?;
+        let mut conn = bounded(self.client.get_multiplexed_async_connection()).await?;
         let mut cursor: u64 = 0;
         loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(format!("{PREFIX}*"))
-                .arg("COUNT")
-                .arg(500)
-                .query_async(&mut conn)
-                .await
-                .map_err(|e| e.to_string())?;
+            let (next, keys): (u64, Vec<String>) = bounded(
+                redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(format!("{PREFIX}*"))
+                    .arg("COUNT")
+                    .arg(500)
+                    .query_async(&mut conn),
+            )
+            .await?;
             for key in keys {
-                let (text, pttl): (Option<String>, i64) = redis::pipe()
-                    .cmd("GET")
-                    .arg(&key)
-                    .cmd("PTTL")
-                    .arg(&key)
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let (text, pttl): (Option<String>, i64) = bounded(
+                    redis::pipe()
+                        .cmd("GET")
+                        .arg(&key)
+                        .cmd("PTTL")
+                        .arg(&key)
+                        .query_async(&mut conn),
+                )
+                .await?;
                 if let (Some(text), Ok(ms @ 1..)) = (text, u64::try_from(pttl)) {
                     if let Ok(wire) = serde_json::from_str::<Wire>(&text) {
                         let _ = self.deliver.send((wire.event, Duration::from_millis(ms)));
@@ -419,6 +406,16 @@ pub fn question_owner(sealer: &Sealer, id: &str) -> Option<String> {
     let payload = sealer.open(QUESTION_PURPOSE, token, now_ms()).ok()?;
     let text = String::from_utf8(payload).ok()?;
     text.split_once(' ').map(|(_, owner)| owner.to_owned())
+}
+
+/// One Redis operation, given up after `OP_TIMEOUT`; its error as text.
+async fn bounded<T>(
+    op: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, String> {
+    tokio::time::timeout(OP_TIMEOUT, op)
+        .await
+        .map_err(|_| format!("no answer from Redis within {OP_TIMEOUT:?}"))?
+        .map_err(|e| e.to_string())
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
