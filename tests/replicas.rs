@@ -75,10 +75,7 @@ impl Fleet {
     /// One more replica on the same upstream, key and Redis, on a port known
     /// beforehand: it is the address the others relay to.
     async fn add(&mut self, extra: &str) -> &Gateway {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
+        let port = junction_testkit::free_port();
         let yaml = format!(
             "server: {{listen: '127.0.0.1:{port}'}}\n\
              upstreams:\n  - {{id: l, url: {}}}\n{}\

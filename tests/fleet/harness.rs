@@ -12,13 +12,14 @@
 //! Fleets take turns (one at a time per test binary): three debug replicas
 //! per test on a small CI machine are enough.
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use junction_testkit::redis::RedisServer;
 use junction_testkit::{
-    spawn_gateway_with_env, Behavior, Gateway, MockSpec, MockTool, MockUpstream, TestClient,
+    free_port, spawn_gateway_with_env, Behavior, Gateway, MockSpec, MockTool, MockUpstream,
+    TestClient,
 };
 use serde_json::json;
 use tokio::sync::{Mutex, MutexGuard};
@@ -50,7 +51,7 @@ pub struct Fleet {
     _haproxy: Proc,
     lb_port: u16,
     dir: tempfile::TempDir,
-    _redis: Proc,
+    _redis: RedisServer,
     _turn: MutexGuard<'static, ()>,
 }
 
@@ -65,13 +66,6 @@ impl Drop for Proc {
 
 fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_junction"))
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port on 127.0.0.1")
 }
 
 /// `program` spawned, or a panic naming the script that installs it.
@@ -146,23 +140,8 @@ impl Fleet {
     pub async fn start(rule: &str) -> Fleet {
         let turn = TURN.lock().await;
         let dir = tempfile::tempdir().expect("a temp dir");
-        let redis_port = free_port();
-        let mut redis = spawn(
-            "redis-server",
-            &[
-                "--port",
-                &redis_port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
-            "scripts/redis.sh",
-            Stdio::null(),
-        );
-        wait_for_port(redis_port, "redis-server", &mut redis, Path::new("")).await;
+        let redis = RedisServer::start();
+        let redis_port = redis.port;
 
         // Both answer as SSE streams, as most SDK servers do (and so `slow`
         // is slow, and its call sees its stream close when it is cancelled).

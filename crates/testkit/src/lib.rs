@@ -32,5 +32,14 @@ pub use mock::{
 };
 pub use response::accept_all;
 
+/// A port free on 127.0.0.1 right now, for a process that must be told its
+/// address before it starts (a replica's advertised URL, a redis-server).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port on 127.0.0.1")
+}
+
 /// The modern protocol version the client and mocks speak.
 pub const MODERN: &str = "2026-07-28";

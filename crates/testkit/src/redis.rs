@@ -13,11 +13,7 @@ pub struct RedisServer {
 impl RedisServer {
     /// On a free port.
     pub fn start() -> RedisServer {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port on 127.0.0.1");
-        RedisServer::on(port)
+        RedisServer::on(crate::free_port())
     }
 
     /// On `port` (a restart after [`RedisServer::stop`]).
