@@ -414,7 +414,7 @@ impl State {
                 })?;
                 bus.start();
                 let _ = replica.fleet.set(bus);
-            } else if previous.is_some_and(|p| p.config.fleet != config.fleet) {
+            } else if previous.is_some_and(|p| p.config.fleet.redis_url != config.fleet.redis_url) {
                 tracing::warn!("fleet.redis_url changed: the new value takes effect on restart");
             }
         }
