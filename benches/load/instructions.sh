@@ -75,17 +75,8 @@ kill "$pid" 2>/dev/null || true
 # 3. The same with JWT authentication (RS256 from a JWKS file, so the key is
 # cached) and one local rate-limit rule keyed by principal and tool that never
 # rejects: the edge policy most installs run.
-ISSUER=https://idp.bench
-PUBLIC_URL=http://127.0.0.1:8080
-export MCP_AUTHORIZATION="Bearer $(python3 "$HERE/jwt.py" "$WORK" "$ISSUER" "$PUBLIC_URL")"
-{
-  sed '/^server:/a\  public_url: '"$PUBLIC_URL" "$WORK/instr.yaml"
-  echo "auth:"
-  echo "  jwt: {issuer: \"$ISSUER\", jwks_file: \"$WORK/jwks.json\"}"
-  echo "rate_limits:"
-  echo "  rules:"
-  echo "    - {name: per-user-tool, key: [principal, tool], rate: 1000000000, per: 1s, burst: 1000000000}"
-} > "$WORK/instr-auth.yaml"
+auth_config "$WORK/instr.yaml" "$WORK/instr-auth.yaml"
+export MCP_AUTHORIZATION
 under_callgrind "$WORK/junction-auth-cg.out" "$JUNCTION" run --config "$WORK/instr-auth.yaml"; pid=$CG_PID
 addr=$(wait_line "$WORK/junction-auth-cg.out" 'junction listening on (127\.0\.0\.1:[0-9]+)')
 CHECK_TIMEOUT=20 check "http://$addr/mcp" tools/call fast__tool0 "$MCP_AUTHORIZATION"

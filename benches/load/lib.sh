@@ -99,6 +99,23 @@ routes:
 EOF
 }
 
+# auth_config SRC DEST: SRC plus JWT authentication (RS256 from a JWKS file,
+# a fresh key pair per run, so the key is cached from the start) and one
+# local rate-limit rule keyed by principal and tool that never rejects; sets
+# MCP_AUTHORIZATION to a bearer token it accepts.
+auth_config() {
+  local issuer=https://idp.bench public_url=http://127.0.0.1:8080
+  MCP_AUTHORIZATION="Bearer $(python3 "$HERE/jwt.py" "$WORK" "$issuer" "$public_url")"
+  {
+    sed '/^server:/a\  public_url: '"$public_url" "$1"
+    echo "auth:"
+    echo "  jwt: {issuer: \"$issuer\", jwks_file: \"$WORK/jwks.json\"}"
+    echo "rate_limits:"
+    echo "  rules:"
+    echo "    - {name: per-user-tool, key: [principal, tool], rate: 1000000000, per: 1s, burst: 1000000000}"
+  } > "$2"
+}
+
 # start_junction CONFIG NAME -> sets J_PID, J_ADDR once /readyz answers 200
 start_junction() {
   "$JUNCTION" run --config "$1" > "$WORK/$2.out" 2> "$WORK/$2.err" &

@@ -42,17 +42,7 @@ log "junction on $JUNCTION_ADDR (pid $JUNCTION_PID)"
 # The same Junction with JWT authentication (a JWKS file, so the key is cached
 # from the start; RS256, a fresh key pair per run) and one local rate-limit
 # rule keyed by principal and tool, generous enough never to reject here.
-ISSUER=https://idp.bench
-PUBLIC_URL=http://127.0.0.1:8080
-MCP_AUTHORIZATION="Bearer $(python3 "$HERE/jwt.py" "$WORK" "$ISSUER" "$PUBLIC_URL")"
-{
-  sed '/^server:/a\  public_url: '"$PUBLIC_URL" "$WORK/load.yaml"
-  echo "auth:"
-  echo "  jwt: {issuer: \"$ISSUER\", jwks_file: \"$WORK/jwks.json\"}"
-  echo "rate_limits:"
-  echo "  rules:"
-  echo "    - {name: per-user-tool, key: [principal, tool], rate: 1000000000, per: 1s, burst: 1000000000}"
-} > "$WORK/auth.yaml"
+auth_config "$WORK/load.yaml" "$WORK/auth.yaml"
 start_junction "$WORK/auth.yaml" junction-auth
 AUTH_PID=$J_PID; AUTH_ADDR=$J_ADDR
 log "junction with JWT + rate limit on $AUTH_ADDR (pid $AUTH_PID)"
