@@ -4,27 +4,34 @@
 //! One `Pool` serves one upstream URL, so it needs no map keyed by origin:
 //! HTTP/1.1 connections wait in a stack (the most recently used first), an
 //! HTTP/2 connection (https upstreams that pick `h2` by ALPN) is shared by
-//! every request. A request takes a connection and hands the request to that
-//! connection's task (hyper's; nothing boxed, no pool key hashed), and the
-//! connection goes back when its answer's body has been read to the end
-//! ([`Leased`]), with no task spawned per answer; a body dropped before its
-//! end takes its connection with it (hyper closes it). Connections idle for
-//! longer than `IDLE_LIMIT` are closed by one task per pool.
+//! every request and runs in a task of its own.
 //!
-//! A connection the upstream closed while it sat idle is noticed when it is
-//! taken (`is_closed`), or, in a race, by hyper handing the request back
-//! unsent (`try_send_request`): then the request goes out on the next
-//! connection. A request that reached the wire is never sent twice.
+//! An HTTP/1.1 connection has no task: it is a [`Link`], hyper's sender and
+//! connection future together, and the request that holds it polls the
+//! connection itself, first while waiting for the answer's head, then from
+//! its body ([`Leased`]). So a request and its answer cost no hand-off to
+//! another task and no wake of one (issue 26: one task and two cross-task
+//! wakes less per call). The link goes back to the pool when the answer's body
+//! has been read to the end; a body dropped before its end takes its
+//! connection with it (dropping the connection closes it). Connections idle
+//! for longer than `IDLE_LIMIT` are closed by one task per pool.
+//!
+//! Nothing polls an idle HTTP/1.1 connection, so one the upstream closed
+//! while it sat idle is noticed when it is next taken (the idle check polls it
+//! once, and `is_closed`), by the idle task, or, in a race, by hyper handing
+//! the request back unsent (`try_send_request`): then the request goes out on
+//! the next connection. A request that reached the wire is never sent twice.
 
 use std::error::Error as StdError;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::task::AtomicWaker;
 use http::header::{HeaderValue, HOST};
 use http::{Request, Response, Uri};
 use http_body_util::Full;
@@ -52,8 +59,158 @@ const MAX_IDLE: usize = 256;
 const IDLE_LIMIT: Duration = Duration::from_secs(90);
 
 struct Idle {
-    tx: http1::SendRequest<ReqBody>,
+    link: Link,
     since: Instant,
+}
+
+/// What the connector hands back: TCP, or TLS over TCP.
+type Io = <HttpsConnector<HttpConnector> as Service<Uri>>::Response;
+
+/// An HTTP/1.1 connection driven by the request that holds it: hyper's
+/// sender, and its connection future, polled by [`Link::poll_with`] instead
+/// of by a task of its own.
+pub(crate) struct Link {
+    tx: http1::SendRequest<ReqBody>,
+    /// `None` once the connection future has ended. Dropped then, not kept:
+    /// a request still queued in hyper's channel is handed back only when
+    /// the connection is dropped (a task of its own would drop it on
+    /// return). Boxed: hyper's connection state (buffers, parser) stays put
+    /// while the link moves between the pool and the requests holding it.
+    conn: Option<Pin<Box<http1::Connection<Io, ReqBody>>>>,
+    wakes: Arc<LinkWakes>,
+    /// `wakes` as a waker: the one the connection always gets, so what it
+    /// stores compares equal (`will_wake`) from poll to poll.
+    waker: Waker,
+    /// Counted as open while it lives.
+    _open: Open,
+}
+
+/// How many times in a row a link's connection is driven again in place
+/// because it woke itself, before the wake goes to the task.
+const ROUNDS: usize = 4;
+
+/// The waker a link's connection gets. A wake while the holder is polling
+/// it (`busy`) is noted and handled in place: hyper's answer body wakes its
+/// connection each time a chunk is taken, and that wake comes from the very
+/// poll that drives the connection, so sending it to the task would poll the
+/// whole request again for nothing. Any other wake (the socket, from the IO
+/// driver) goes to the task holding the link, or, while the link is idle
+/// (no task), to the pool's reaper, which looks at the idle connections.
+struct LinkWakes {
+    busy: AtomicBool,
+    woken: AtomicBool,
+    task: AtomicWaker,
+    idle: Arc<tokio::sync::Notify>,
+}
+
+impl Wake for LinkWakes {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        // `woken` before `busy`, and the holder clears `busy` before it reads
+        // `woken` a last time: a wake that finds `busy` set is seen.
+        self.woken.store(true, Ordering::SeqCst);
+        if !self.busy.load(Ordering::SeqCst) {
+            match self.task.take() {
+                Some(task) => task.wake(),
+                None => self.idle.notify_one(),
+            }
+        }
+    }
+}
+
+impl Link {
+    fn new(
+        tx: http1::SendRequest<ReqBody>,
+        conn: http1::Connection<Io, ReqBody>,
+        open: Open,
+        idle: Arc<tokio::sync::Notify>,
+    ) -> Link {
+        let wakes = Arc::new(LinkWakes {
+            busy: AtomicBool::new(false),
+            woken: AtomicBool::new(false),
+            task: AtomicWaker::new(),
+            idle,
+        });
+        Link {
+            tx,
+            conn: Some(Box::pin(conn)),
+            waker: Waker::from(wakes.clone()),
+            wakes,
+            _open: open,
+        }
+    }
+
+    /// Polls `f` (what waits on the connection: the answer's head, its body)
+    /// and drives the connection until `f` is ready or the connection can do
+    /// nothing more for now; then `cx` is woken when it can. `f` gets a
+    /// context that wakes no one: only driving the connection makes it
+    /// ready, and it is polled again right after.
+    fn poll_with<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut f: impl FnMut(&mut Context<'_>) -> Poll<T>,
+    ) -> Poll<T> {
+        self.wakes.task.register(cx.waker());
+        self.wakes.busy.store(true, Ordering::SeqCst);
+        let mut quiet = Context::from_waker(Waker::noop());
+        let mut rounds = 0;
+        let out = loop {
+            if let Poll::Ready(v) = f(&mut quiet) {
+                break Poll::Ready(v);
+            }
+            // Driven at least once per poll, and again only if it woke itself.
+            if rounds == ROUNDS || (rounds > 0 && !self.wakes.woken.load(Ordering::SeqCst)) {
+                break Poll::Pending;
+            }
+            rounds += 1;
+            self.wakes.woken.store(false, Ordering::SeqCst);
+            self.drive();
+        };
+        self.wakes.busy.store(false, Ordering::SeqCst);
+        if out.is_pending() && self.wakes.woken.load(Ordering::SeqCst) {
+            cx.waker().wake_by_ref();
+        }
+        out
+    }
+
+    /// Lets the connection read and write what it can. Its end (the upstream
+    /// closed it, or it broke) is noted, and what waits on it then sees the
+    /// error.
+    fn drive(&mut self) {
+        let Some(conn) = &mut self.conn else { return };
+        if let Poll::Ready(result) = conn.as_mut().poll(&mut Context::from_waker(&self.waker)) {
+            self.conn = None;
+            if let Err(e) = result {
+                tracing::debug!(error = %chain(&e), "upstream connection ended");
+            }
+        }
+    }
+
+    /// Drives the connection with no task to wake: for one about to sit idle
+    /// (its last answer ended) or being checked while idle. The request that
+    /// takes it next registers its own task.
+    fn settle(&mut self) {
+        drop(self.wakes.task.take());
+        self.drive();
+    }
+
+    fn is_closed(&self) -> bool {
+        self.conn.is_none() || self.tx.is_closed()
+    }
+}
+
+/// A connection counted as open until dropped.
+struct Open(Option<prometheus::IntGauge>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if let Some(g) = &self.0 {
+            g.dec();
+        }
+    }
 }
 
 /// Why a request got no response.
@@ -65,7 +222,7 @@ pub(crate) enum SendError {
 }
 
 enum Conn {
-    H1(http1::SendRequest<ReqBody>),
+    H1(Link),
     H2(http2::SendRequest<ReqBody>),
 }
 
@@ -88,6 +245,8 @@ pub(crate) struct Pool {
     protocol: AtomicU8,
     /// Taken to connect while `protocol` is not HTTP/1.1 ([`Pool::connect_one`]).
     connecting: tokio::sync::Mutex<()>,
+    /// Notified when an idle HTTP/1.1 connection is woken ([`LinkWakes`]).
+    idle_woken: Arc<tokio::sync::Notify>,
 }
 
 const UNKNOWN: u8 = 0;
@@ -137,6 +296,7 @@ impl Pool {
             counters: OnceLock::new(),
             protocol: AtomicU8::new(protocol),
             connecting: tokio::sync::Mutex::new(()),
+            idle_woken: Arc::default(),
         })
     }
 
@@ -154,11 +314,15 @@ impl Pool {
                 None => Box::pin(self.connect_one()).await?,
             };
             let unsent = match conn {
-                Conn::H1(mut tx) => {
+                Conn::H1(mut link) => {
                     *req.uri_mut() = self.path.clone();
                     req.headers_mut().insert(HOST, self.host.clone());
-                    match tx.try_send_request(req).await {
-                        Ok(resp) => return Ok(self.lease(resp, Some(tx))),
+                    let mut sent = std::pin::pin!(link.tx.try_send_request(req));
+                    let answered =
+                        std::future::poll_fn(|cx| link.poll_with(cx, |q| sent.as_mut().poll(q)))
+                            .await;
+                    match answered {
+                        Ok(resp) => return Ok(self.lease(resp, Some(link))),
                         Err(mut e) => match e.take_message() {
                             Some(back) if reused => back,
                             _ => return Err(SendError::Failed(chain(e.error()))),
@@ -200,13 +364,17 @@ impl Pool {
         let mut i = idle.len();
         while i > 0 {
             i -= 1;
-            if idle[i].tx.is_closed() {
-                idle.swap_remove(i);
-            } else if idle[i].tx.is_ready() {
-                return Some(Conn::H1(idle.swap_remove(i).tx));
+            let link = &mut idle[i].link;
+            if !link.tx.is_ready() {
+                // Not yet marked idle by hyper, or closed by the upstream
+                // since: one poll tells.
+                link.settle();
             }
-            // Otherwise its last answer has just ended and hyper has not yet
-            // marked it idle: it stays for the next request.
+            if link.is_closed() {
+                idle.swap_remove(i);
+            } else if link.tx.is_ready() {
+                return Some(Conn::H1(idle.swap_remove(i).link));
+            }
         }
         None
     }
@@ -249,7 +417,7 @@ impl Pool {
                 .handshake(io)
                 .await
                 .map_err(|e| connect(&e))?;
-            self.drive(conn, "HTTP/2");
+            self.spawn_h2(conn);
             *lock(&self.h2) = Some(tx.clone());
             Ok(Conn::H2(tx))
         } else {
@@ -257,8 +425,12 @@ impl Pool {
                 .handshake(io)
                 .await
                 .map_err(|e| connect(&e))?;
-            self.drive(conn, "HTTP/1.1");
-            Ok(Conn::H1(tx))
+            Ok(Conn::H1(Link::new(
+                tx,
+                conn,
+                self.opened(),
+                self.idle_woken.clone(),
+            )))
         }
     }
 
@@ -267,45 +439,33 @@ impl Pool {
         let _ = self.counters.set(counters);
     }
 
-    /// Runs a new connection in its own task until it closes, counted as
-    /// opened and, while its task runs, as open.
-    fn drive(
-        &self,
-        conn: impl Future<Output = hyper::Result<()>> + Send + 'static,
-        version: &'static str,
-    ) {
-        struct Open(Option<prometheus::IntGauge>);
-        impl Drop for Open {
-            fn drop(&mut self) {
-                if let Some(g) = &self.0 {
-                    g.dec();
-                }
-            }
-        }
-        let open = self.counters.get().map(|c| {
+    /// A new connection, counted as opened, and as open until the guard drops.
+    fn opened(&self) -> Open {
+        Open(self.counters.get().map(|c| {
             c.opened.inc();
             c.open.inc();
             c.open.clone()
-        });
-        let open = Open(open);
+        }))
+    }
+
+    /// Runs a new HTTP/2 connection (shared by every request) in its own task
+    /// until it closes.
+    fn spawn_h2(&self, conn: impl Future<Output = hyper::Result<()>> + Send + 'static) {
+        let open = self.opened();
         let url = self.url.clone();
         tokio::spawn(async move {
             let _open = open;
             if let Err(e) = conn.await {
-                tracing::debug!(%url, version, error = %chain(&e), "upstream connection ended");
+                tracing::debug!(%url, error = %chain(&e), "upstream HTTP/2 connection ended");
             }
         });
     }
 
-    fn lease(
-        self: &Arc<Self>,
-        resp: Response<Incoming>,
-        tx: Option<http1::SendRequest<ReqBody>>,
-    ) -> Response<Leased> {
+    fn lease(self: &Arc<Self>, resp: Response<Incoming>, link: Option<Link>) -> Response<Leased> {
         resp.map(|body| {
             let mut body = Leased {
                 body,
-                home: tx.map(|tx| (self.clone(), tx)),
+                home: link.map(|link| (self.clone(), link)),
             };
             // Nothing to read (a 202, a HEAD-like answer): back right away.
             if body.body.is_end_stream() {
@@ -315,8 +475,11 @@ impl Pool {
         })
     }
 
-    fn put_back(self: &Arc<Self>, tx: http1::SendRequest<ReqBody>) {
-        if tx.is_closed() {
+    fn put_back(self: &Arc<Self>, mut link: Link) {
+        // Lets hyper finish the answer (keep-alive or close) before the link
+        // waits: an idle link is polled by no one.
+        link.settle();
+        if link.is_closed() {
             return;
         }
         {
@@ -325,7 +488,7 @@ impl Pool {
                 return;
             }
             idle.push(Idle {
-                tx,
+                link,
                 since: Instant::now(),
             });
         }
@@ -335,20 +498,32 @@ impl Pool {
     }
 
     /// Closes, every third of `idle_limit`, the connections idle for longer
-    /// than `idle_limit` (dropping a sender ends its connection). Started with
-    /// the first idle connection; ends with the pool.
+    /// than `idle_limit` (dropping a link closes its connection), and, when an
+    /// idle connection wakes (`idle_woken`), those the upstream closed (one
+    /// poll each notices). Started with the first idle connection; ends with
+    /// the pool.
     fn start_reaper(self: &Arc<Self>) {
         let pool = Arc::downgrade(self);
         let every = self.idle_limit / 3;
+        let woken = self.idle_woken.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             tick.tick().await;
             loop {
-                tick.tick().await;
+                // Also as soon as an idle connection's socket stirs (the
+                // upstream closed it, mostly), so it is not counted open and
+                // held half-closed until the next tick.
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    () = woken.notified() => {}
+                }
                 let Some(pool) = pool.upgrade() else { return };
                 let limit = pool.idle_limit;
-                lock(&pool.idle).retain(|i| !i.tx.is_closed() && i.since.elapsed() < limit);
+                lock(&pool.idle).retain_mut(|i| {
+                    i.link.settle();
+                    !i.link.is_closed() && i.since.elapsed() < limit
+                });
             }
         });
     }
@@ -368,17 +543,17 @@ fn host_header(url: &Uri) -> String {
     }
 }
 
-/// An answer's body; its HTTP/1.1 connection goes back to the pool once the
-/// body has been read to the end.
+/// An answer's body; reading it drives its HTTP/1.1 connection, which goes
+/// back to the pool once the body has been read to the end.
 pub(crate) struct Leased {
     body: Incoming,
-    home: Option<(Arc<Pool>, http1::SendRequest<ReqBody>)>,
+    home: Option<(Arc<Pool>, Link)>,
 }
 
 impl Leased {
     fn release(&mut self) {
-        if let Some((pool, tx)) = self.home.take() {
-            pool.put_back(tx);
+        if let Some((pool, link)) = self.home.take() {
+            pool.put_back(link);
         }
     }
 }
@@ -392,7 +567,11 @@ impl Body for Leased {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let this = self.get_mut();
-        let polled = Pin::new(&mut this.body).poll_frame(cx);
+        let body = &mut this.body;
+        let polled = match &mut this.home {
+            Some((_, link)) => link.poll_with(cx, |q| Pin::new(&mut *body).poll_frame(q)),
+            None => Pin::new(body).poll_frame(cx),
+        };
         if let Poll::Ready(None) = polled {
             this.release();
         }
