@@ -189,12 +189,22 @@ impl Link {
         }
     }
 
+    /// Marks the link as being polled by its holder until the next
+    /// [`Link::poll_with`] ends: wakes until then are the holder's.
+    fn hold(&self) {
+        self.wakes.busy.store(true, Ordering::SeqCst);
+    }
+
     /// Drives the connection with no task to wake: for one about to sit idle
     /// (its last answer ended) or being checked while idle. The request that
     /// takes it next registers its own task.
     fn settle(&mut self) {
         drop(self.wakes.task.take());
+        // A wake from this very poll is the connection's own; only a later
+        // one (the socket, while idle) is for the reaper.
+        self.hold();
         self.drive();
+        self.wakes.busy.store(false, Ordering::SeqCst);
     }
 
     fn is_closed(&self) -> bool {
@@ -317,6 +327,9 @@ impl Pool {
                 Conn::H1(mut link) => {
                     *req.uri_mut() = self.path.clone();
                     req.headers_mut().insert(HOST, self.host.clone());
+                    // Queuing the request wakes the connection: held, so
+                    // that wake is this request's own, not the reaper's.
+                    link.hold();
                     let mut sent = std::pin::pin!(link.tx.try_send_request(req));
                     let answered =
                         std::future::poll_fn(|cx| link.poll_with(cx, |q| sent.as_mut().poll(q)))
@@ -572,8 +585,12 @@ impl Body for Leased {
             Some((_, link)) => link.poll_with(cx, |q| Pin::new(&mut *body).poll_frame(q)),
             None => Pin::new(body).poll_frame(cx),
         };
-        if let Poll::Ready(None) = polled {
-            this.release();
+        // The end is also the last chunk of a body of known length, after
+        // which a reader that checks `is_end_stream` stops polling.
+        match &polled {
+            Poll::Ready(None) => this.release(),
+            Poll::Ready(Some(Ok(_))) if this.body.is_end_stream() => this.release(),
+            _ => {}
         }
         polled
     }
