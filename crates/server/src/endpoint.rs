@@ -21,9 +21,10 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use hyper::body::{Body as _, Incoming};
 use junction_protocol::jsonrpc::{parse_client_message, ClientMessage, Id};
+use junction_upstream::body::ReadError;
 
 use crate::context::{AccessLine, Cx, LoggedStream};
 use crate::error::GatewayError;
@@ -444,19 +445,15 @@ async fn phases(
 }
 
 async fn read_body(body: Incoming, max: usize) -> Result<Bytes, GatewayError> {
-    match Limited::new(body, max).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e)
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            Err(GatewayError::BodyTooLarge { max: max as u64 })
-        }
-        Err(e) => Err(GatewayError::Malformed(
-            junction_protocol::jsonrpc::RpcError::new(
-                junction_protocol::codes::INVALID_REQUEST,
-                format!("could not read the request body: {e}"),
-            ),
-        )),
-    }
+    junction_upstream::body::read_whole(body, max)
+        .await
+        .map_err(|e| match e {
+            ReadError::TooLarge => GatewayError::BodyTooLarge { max: max as u64 },
+            ReadError::Broken(e) => {
+                GatewayError::Malformed(junction_protocol::jsonrpc::RpcError::new(
+                    junction_protocol::codes::INVALID_REQUEST,
+                    format!("could not read the request body: {e}"),
+                ))
+            }
+        })
 }

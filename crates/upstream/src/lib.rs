@@ -1,6 +1,6 @@
 //! junction-upstream: one client per upstream MCP server.
 //!
-//! It speaks Streamable HTTP (pooled hyper-util client, rustls) or stdio (a
+//! It speaks Streamable HTTP (its own pool over hyper's connections, rustls) or stdio (a
 //! spawned child, newline-delimited JSON-RPC), finds out and caches the era
 //! the upstream speaks (modern `server/discover` first, legacy `initialize`
 //! as fallback, NOTES §3.2), and relays each request's notifications and
@@ -12,6 +12,7 @@
 //! reuse a downstream JSON-RPC id upstream, never re-serialize forwarded
 //! payloads, and never panic on what an upstream sends.
 
+pub mod body;
 mod breaker;
 mod envelope;
 mod era;

@@ -22,6 +22,7 @@ use tokio::time::Instant;
 
 use super::pool::{chain, Leased, Pool, SendError};
 use super::TokenSource;
+use crate::body::ReadError;
 use crate::envelope::{self, Incoming as Msg};
 use crate::sse::SseParser;
 use crate::stream::{
@@ -275,10 +276,16 @@ pub(crate) async fn read_answer(
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_ascii_lowercase();
+        .unwrap_or("");
+    let is = |prefix: &str| {
+        content_type
+            .get(..prefix.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(prefix))
+    };
+    let (sse, json) = (is("text/event-stream"), is("application/json"));
+    let bad_type = (!content_type.is_empty() && !json).then(|| content_type.to_owned());
     let body = resp.into_body();
-    if status.is_success() && content_type.starts_with("text/event-stream") {
+    if status.is_success() && sse {
         return Ok(Answer::Stream(Inner::Source(Box::new(SseBody {
             body,
             parser: SseParser::with_limit(max),
@@ -295,7 +302,7 @@ pub(crate) async fn read_answer(
         None => read_capped(body, max).await?,
     };
     if status == StatusCode::OK || (status.is_success() && !bytes.is_empty()) {
-        if !content_type.is_empty() && !content_type.starts_with("application/json") {
+        if let Some(content_type) = bad_type {
             return Err(UpstreamError::Protocol(format!(
                 "unexpected content type {content_type:?}"
             )));
@@ -352,21 +359,17 @@ fn response_item(
     }
 }
 
-async fn read_capped(mut body: Leased, max: usize) -> Result<Bytes, UpstreamError> {
-    let mut buf = Vec::new();
-    while let Some(frame) = body.frame().await {
-        let frame =
-            frame.map_err(|e| UpstreamError::Protocol(format!("body broke off: {}", chain(&e))))?;
-        if let Some(data) = frame.data_ref() {
-            if buf.len() + data.len() > max {
-                return Err(UpstreamError::Protocol(format!(
-                    "response body exceeds {max} bytes (upstreams[].max_response_bytes)"
-                )));
+async fn read_capped(body: Leased, max: usize) -> Result<Bytes, UpstreamError> {
+    crate::body::read_whole(body, max)
+        .await
+        .map_err(|e| match e {
+            ReadError::TooLarge => UpstreamError::Protocol(format!(
+                "response body exceeds {max} bytes (upstreams[].max_response_bytes)"
+            )),
+            ReadError::Broken(e) => {
+                UpstreamError::Protocol(format!("body broke off: {}", chain(&e)))
             }
-            buf.extend_from_slice(data);
-        }
-    }
-    Ok(Bytes::from(buf))
+        })
 }
 
 /// An SSE response being read: events are handed out as they arrive.
