@@ -14,7 +14,9 @@ use hyper::body::Body;
 /// Why a body could not be read whole.
 #[derive(Debug)]
 pub enum ReadError<E> {
-    /// Longer than the limit (or announced as longer).
+    /// Longer than the limit. Found by reading, not from an announced
+    /// length: the data up to the limit is read, as `http_body_util::Limited`
+    /// did, so a client still sending gets its 413 rather than a reset.
     TooLarge,
     /// The body's own error: the connection broke, a malformed chunk.
     Broken(E),
@@ -25,9 +27,6 @@ pub async fn read_whole<B>(mut body: B, max: usize) -> Result<Bytes, ReadError<B
 where
     B: Body<Data = Bytes> + Unpin,
 {
-    if body.size_hint().lower() > max as u64 {
-        return Err(ReadError::TooLarge);
-    }
     let mut whole = Bytes::new();
     let mut gathered: Option<Vec<u8>> = None;
     while !body.is_end_stream() {
@@ -81,7 +80,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_body_over_the_limit_is_refused_whether_announced_or_not() {
+    async fn a_body_over_the_limit_is_refused_whether_in_one_frame_or_several() {
         let announced = Full::new(Bytes::from_static(b"0123456789"));
         assert!(matches!(
             read_whole(announced, 9).await,
