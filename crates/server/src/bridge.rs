@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures_util::future::BoxFuture;
 use junction_protocol::jsonrpc::{error_bytes, result_bytes, Id, RawParams, RpcError};
 use junction_protocol::{codes, object};
 use junction_upstream::{
@@ -74,15 +75,19 @@ pub struct Driver {
     pub(crate) relay_notifications: bool,
     /// Which log messages among them the client asked for.
     pub(crate) log: crate::logging::LogFilter,
-    /// Set for a handshake-era client's call: its `notifications/cancelled`.
-    pub(crate) cancel: Option<crate::cancel::Cancel>,
+    /// Set for a handshake-era client's call: its `notifications/cancelled`
+    /// (boxed, like `retry`).
+    pub(crate) cancel: Option<Box<crate::cancel::Cancel>>,
     /// Applied to a finished result (cache hints of resources/read).
     pub(crate) on_result: Option<fn(Box<RawValue>) -> Box<RawValue>>,
     /// An upstream `-32601` means this unknown-name error (prompts, resources).
     pub(crate) unknown_name: Option<String>,
-    /// Set for handshake-era clients (input_required bridging).
-    pub(crate) retry: Option<Retry>,
-    pub(crate) stash: Option<Stash>,
+    /// Set for handshake-era clients (input_required bridging). Boxed, as
+    /// is `stash`: the driver is moved into and out of the call's futures,
+    /// and what only handshake-era calls or rare branches use should not
+    /// make every call copy it.
+    pub(crate) retry: Option<Box<Retry>>,
+    pub(crate) stash: Option<Box<Stash>>,
     pub(crate) rounds: usize,
     /// Where held calls and waiting questions are kept.
     pub(crate) replica: Arc<Replica>,
@@ -129,7 +134,7 @@ impl Driver {
                     self.stash = Some(stash);
                     return Next::Switch;
                 };
-                if let Err(done) = Box::pin(self.ask_client(stash, tx)).await {
+                if let Err(done) = Box::pin(self.ask_client(*stash, tx)).await {
                     return Next::Done(done);
                 }
             }
@@ -158,7 +163,7 @@ impl Driver {
                 Some(Ok(Bridged::Event(UpstreamEvent::Result(raw)))) => {
                     if !self.finish.modern && is_input_required(&raw) {
                         match self.legacy_ask(&raw) {
-                            Ok(stash) => self.stash = Some(stash),
+                            Ok(stash) => self.stash = Some(Box::new(stash)),
                             Err(e) => return Next::Done(Err(e)),
                         }
                         continue;
@@ -172,7 +177,7 @@ impl Driver {
                 }
                 Some(Ok(Bridged::ServerRequest(r))) => {
                     if declared(&self.caps, &r.method, r.params.as_deref()) && self.sse_ok {
-                        self.stash = Some(Stash::Relay(r));
+                        self.stash = Some(Box::new(Stash::Relay(r)));
                     } else {
                         Box::pin(self.refuse(&r)).await;
                     }
@@ -371,21 +376,30 @@ enum Resumed {
 pub type Started =
     Result<(Driver, Record), Result<http::Response<crate::response::Body>, GatewayError>>;
 
-/// Starts a call: a retry whose `requestState` names a call Junction holds
-/// continues that call; any other request goes upstream with `driver`.
-/// The continuation is boxed: it is rare, and inline it would grow every
-/// call's future (`listener::REQUEST_FUTURE_LIMIT`).
-pub async fn start(
-    cx: &Cx<'_>,
-    params: &RawParams,
+/// Starts a call: a retry whose `requestState` may name a call Junction
+/// holds gets the continuation to await (`Err`), which continues that call
+/// or hands the driver back; any other request gets `driver` back at once
+/// (`Ok`) and goes upstream with it. Not an `async fn`: nearly every call
+/// takes the first way, and the driver is not copied into and out of a
+/// future for it. The continuation is boxed: it is rare, and inline it would
+/// grow every call's future (`listener::REQUEST_FUTURE_LIMIT`).
+pub fn start<'a>(
+    cx: &'a Cx<'_>,
+    params: &'a RawParams,
     driver: Driver,
     open: &prometheus::IntGauge,
     record: Record,
-) -> Started {
+) -> Result<(Driver, Record), BoxFuture<'a, Started>> {
     if !may_resume(params) {
         return Ok((driver, record));
     }
-    Box::pin(continue_held(cx, params, driver, open.clone(), record)).await
+    Err(Box::pin(continue_held(
+        cx,
+        params,
+        driver,
+        open.clone(),
+        record,
+    )))
 }
 
 async fn continue_held(

@@ -85,7 +85,7 @@ pub async fn forward(
         sse_ok: cx.accepts_sse(),
         relay_notifications,
         log: client.log_filter(),
-        cancel: client.cancellable(cx, id),
+        cancel: client.cancellable(cx, id).map(Box::new),
         on_result,
         unknown_name,
         retry: None,
@@ -94,9 +94,12 @@ pub async fn forward(
         replica: cx.state.replica.clone(),
     };
     let open = cx.state.metrics.open_call_streams().clone();
-    let (mut driver, mut record) = match bridge::start(cx, &params, driver, &open, record).await {
+    let (mut driver, mut record) = match bridge::start(cx, &params, driver, &open, record) {
         Ok(fresh) => fresh,
-        Err(done) => return done,
+        Err(held) => match held.await {
+            Ok(fresh) => fresh,
+            Err(done) => return done,
+        },
     };
     let meta = client.upstream_meta(&params);
     let params = upstream_params(cx, params, &upstream.id, target)?;
@@ -129,10 +132,10 @@ pub async fn forward(
         carry_trace(&mut request, span);
     }
     if !modern {
-        driver.retry = Some(bridge::Retry {
+        driver.retry = Some(Box::new(bridge::Retry {
             client: upstream.client.clone(),
             request: bridge::copy_request(&request),
-        });
+        }));
     }
     record.arm();
     match upstream.client.request(request).await {
