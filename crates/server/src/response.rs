@@ -25,12 +25,12 @@ pub fn empty(status: StatusCode) -> Response<Body> {
 }
 
 pub fn json(status: StatusCode, bytes: Vec<u8>) -> Response<Body> {
+    // A constant, not a `from_static` call: that checks every byte again on
+    // each response.
+    const JSON: HeaderValue = HeaderValue::from_static("application/json");
     let mut r = Response::new(full(bytes));
     *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    r.headers_mut().insert(header::CONTENT_TYPE, JSON);
     r
 }
 

@@ -518,18 +518,22 @@ fn with_strays(stream: ResponseStream, strays: Option<Strays>) -> ResponseStream
     }
 }
 
+// Constants, not `from_static` calls: those check every byte again on
+// each request.
+const VERSION_NAME: HeaderName = HeaderName::from_static(VERSION_HEADER);
+const MODERN_VERSION: HeaderValue = HeaderValue::from_static(version::MODERN);
+const METHOD_NAME: HeaderName = HeaderName::from_static("mcp-method");
+const NAME_NAME: HeaderName = HeaderName::from_static("mcp-name");
+
 fn modern_headers(method: &str, name: Option<&str>) -> HeaderMap {
     let mut h = HeaderMap::with_capacity(8);
-    h.insert(
-        HeaderName::from_static(VERSION_HEADER),
-        HeaderValue::from_static(version::MODERN),
-    );
+    h.insert(VERSION_NAME, MODERN_VERSION);
     if let Some(v) = method_header_value(method) {
-        h.insert(HeaderName::from_static("mcp-method"), v);
+        h.insert(METHOD_NAME, v);
     }
     if let Some(name) = name {
         if let Ok(v) = HeaderValue::from_str(&header_value::encode(name)) {
-            h.insert(HeaderName::from_static("mcp-name"), v);
+            h.insert(NAME_NAME, v);
         }
     }
     h
@@ -537,11 +541,15 @@ fn modern_headers(method: &str, name: Option<&str>) -> HeaderMap {
 
 /// `Mcp-Method` for a method name: the common ones without an allocation.
 fn method_header_value(method: &str) -> Option<HeaderValue> {
+    const TOOLS_CALL: HeaderValue = HeaderValue::from_static("tools/call");
+    const TOOLS_LIST: HeaderValue = HeaderValue::from_static("tools/list");
+    const PROMPTS_GET: HeaderValue = HeaderValue::from_static("prompts/get");
+    const RESOURCES_READ: HeaderValue = HeaderValue::from_static("resources/read");
     Some(match method {
-        "tools/call" => HeaderValue::from_static("tools/call"),
-        "tools/list" => HeaderValue::from_static("tools/list"),
-        "prompts/get" => HeaderValue::from_static("prompts/get"),
-        "resources/read" => HeaderValue::from_static("resources/read"),
+        "tools/call" => TOOLS_CALL,
+        "tools/list" => TOOLS_LIST,
+        "prompts/get" => PROMPTS_GET,
+        "resources/read" => RESOURCES_READ,
         other => HeaderValue::from_str(other).ok()?,
     })
 }

@@ -175,18 +175,15 @@ impl Wire {
         }
         if method == Method::POST {
             if !has_type {
-                headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                headers.insert(CONTENT_TYPE, JSON);
             }
             if !has_accept {
-                headers.insert(
-                    ACCEPT,
-                    HeaderValue::from_static("application/json, text/event-stream"),
-                );
+                headers.insert(ACCEPT, JSON_OR_SSE);
             }
         } else if method == Method::GET && !has_accept {
             // The standalone stream is SSE only; servers refuse a GET that does
             // not say so (the Python SDK answers 406).
-            headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+            headers.insert(ACCEPT, SSE);
         }
         let mut req = Request::new(Full::new(Bytes::from(body)));
         *req.method_mut() = method;
@@ -201,6 +198,12 @@ impl Wire {
         }
     }
 }
+
+// Constants, not `from_static` calls: those check every byte again on
+// each request.
+const JSON: HeaderValue = HeaderValue::from_static("application/json");
+const JSON_OR_SSE: HeaderValue = HeaderValue::from_static("application/json, text/event-stream");
+const SSE: HeaderValue = HeaderValue::from_static("text/event-stream");
 
 /// Names only Junction decides; a forwarded client header never sets them.
 fn is_protected(name: &HeaderName) -> bool {
