@@ -59,6 +59,56 @@ impl OkSeries {
     }
 }
 
+/// One upstream's per-tool `OkSeries` (`junction_tool_calls_total` and
+/// its duration, outcome `ok`), by exposed tool name: a call pays one map
+/// read instead of the label cap's lookup and two vec lookups. A tool's
+/// label never changes once given (`ToolLabels` only grows), so the kept
+/// pair is the one a fresh lookup would find. Bounded by the label cap: a
+/// tool past it is looked up every time, as before. FNV, not SipHash: the
+/// keys are short names from the catalog, at most the cap of them, and
+/// hashing them is most of the read.
+#[derive(Default)]
+pub struct ToolOkSeries(std::sync::RwLock<fnv::FnvHashMap<String, (IntCounter, Histogram)>>);
+
+impl ToolOkSeries {
+    /// Counts one call of `tool` taking `secs`; `children` looks its pair
+    /// up for the call's outcome: once for `ok` (then kept), every time for
+    /// any other outcome (rare, and not the pair kept here).
+    pub fn observe(
+        &self,
+        tool: &str,
+        ok: bool,
+        secs: f64,
+        children: impl FnOnce() -> (IntCounter, Histogram),
+    ) {
+        let count = |(calls, duration): &(IntCounter, Histogram)| {
+            calls.inc();
+            duration.observe(secs);
+        };
+        if !ok {
+            return count(&children());
+        }
+        {
+            let kept = self
+                .0
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(pair) = kept.get(tool) {
+                return count(pair);
+            }
+        }
+        let pair = children();
+        count(&pair);
+        let mut kept = self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if kept.len() < ToolLabels::DEFAULT_CAP {
+            kept.entry(tool.to_owned()).or_insert(pair);
+        }
+    }
+}
+
 pub struct MetricFamilies {
     pub requests_total: IntCounterVec,
     pub request_duration_seconds: HistogramVec,
@@ -506,6 +556,56 @@ mod tests {
             shown.is_some_and(|n| (before..=after).contains(&n)),
             "{shown:?} not in {before}..={after}:\n{text}"
         );
+    }
+
+    #[test]
+    fn tool_ok_series_keeps_each_tools_ok_pair_up_to_the_label_cap() {
+        let registry = Registry::new();
+        let Ok(m) = Metrics::new(&registry) else {
+            panic!("metrics register");
+        };
+        let series = ToolOkSeries::default();
+        let lookups = std::cell::Cell::new(0);
+        let children = |tool: &str, outcome: &str| {
+            lookups.set(lookups.get() + 1);
+            (
+                m.tool_calls_total.with_label_values(&["up", tool, outcome]),
+                m.tool_call_duration_seconds
+                    .with_label_values(&["up", tool]),
+            )
+        };
+        for (tool, ok) in [
+            ("a", true),
+            ("b", true),
+            ("a", true),
+            ("a", false),
+            ("b", true),
+        ] {
+            let outcome = if ok { "ok" } else { "error" };
+            series.observe(tool, ok, 0.1, || children(tool, outcome));
+        }
+        let count =
+            |tool: &str, o: &str| m.tool_calls_total.with_label_values(&["up", tool, o]).get();
+        assert_eq!(
+            (count("a", "ok"), count("a", "error"), count("b", "ok")),
+            (2, 1, 2)
+        );
+        let duration = m.tool_call_duration_seconds.with_label_values(&["up", "a"]);
+        assert_eq!(duration.get_sample_count(), 3);
+        assert_eq!(
+            lookups.get(),
+            3,
+            "each tool's ok looked up once, error every time"
+        );
+        // Past the cap nothing more is kept: such a tool is looked up per call.
+        for i in 0..ToolLabels::DEFAULT_CAP {
+            series.observe(&format!("t{i}"), true, 0.1, || children("other", "ok"));
+        }
+        let before = lookups.get();
+        series.observe("late", true, 0.1, || children("other", "ok"));
+        series.observe("late", true, 0.1, || children("other", "ok"));
+        assert_eq!(lookups.get() - before, 2);
+        assert_eq!(count("other", "ok"), ToolLabels::DEFAULT_CAP as u64 + 2);
     }
 
     #[test]

@@ -160,14 +160,15 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
     let audit = audit::start(cx, id, tool, &params, started);
     // The recorder keeps the catalog, not copies of the tool's names.
     let record = {
-        let (m, ok, catalog) = (
+        let (m, ok, tools_ok, catalog) = (
             cx.state.metrics.clone(),
             upstream.call_ok.clone(),
+            upstream.tools_ok.clone(),
             Arc::clone(&catalog),
         );
         let count = move |o: &str| {
             if let Some(t) = catalog.tools.get(index) {
-                record_call(&m, &ok, &t.upstream, &t.exposed, o, started);
+                record_call(&m, (&ok, &tools_ok), &t.upstream, &t.exposed, o, started);
             }
         };
         match audit.clone() {
@@ -293,24 +294,31 @@ async fn check_result(
     }
 }
 
-/// `upstream_ok`: the upstream's `tools/call` series with outcome `ok`, kept
-/// on its [`UpstreamEntry`](crate::state::UpstreamEntry).
+/// `upstream_ok`, `tools_ok`: the upstream's `tools/call` series and its
+/// tools' with outcome `ok`, kept on its
+/// [`UpstreamEntry`](crate::state::UpstreamEntry).
 fn record_call(
     m: &junction_telemetry::Metrics,
-    upstream_ok: &junction_telemetry::OkSeries,
+    (upstream_ok, tools_ok): (
+        &junction_telemetry::OkSeries,
+        &junction_telemetry::ToolOkSeries,
+    ),
     upstream: &str,
     tool: &str,
     outcome: &str,
     started: std::time::Instant,
 ) {
     let secs = started.elapsed().as_secs_f64();
-    let tool = m.tool_labels.label(tool);
-    m.tool_calls_total
-        .with_label_values(&[upstream, tool, outcome])
-        .inc();
-    m.tool_call_duration_seconds
-        .with_label_values(&[upstream, tool])
-        .observe(secs);
+    let tool_series = || {
+        let label = m.tool_labels.label(tool);
+        (
+            m.tool_calls_total
+                .with_label_values(&[upstream, label, outcome]),
+            m.tool_call_duration_seconds
+                .with_label_values(&[upstream, label]),
+        )
+    };
+    tools_ok.observe(tool, outcome == "ok", secs, tool_series);
     let upstream_series = || {
         (
             m.upstream_requests_total

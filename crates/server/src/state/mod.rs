@@ -59,6 +59,8 @@ pub struct UpstreamEntry {
     pub is_http: bool,
     /// This upstream's `tools/call` request series with outcome `ok`.
     pub call_ok: Arc<OkSeries>,
+    /// Its tools' call series with outcome `ok`.
+    pub tools_ok: Arc<junction_telemetry::ToolOkSeries>,
     /// `credentials` of the upstream, when its requests carry the caller's
     /// identity (`token_exchange`, `passthrough`): `identity` asks it per
     /// call. Junction's own requests get theirs from the client's token
@@ -267,6 +269,7 @@ impl State {
                         list_ttl: old.list_ttl,
                         is_http: old.is_http,
                         call_ok: old.call_ok.clone(),
+                        tools_ok: old.tools_ok.clone(),
                         credentials: old.credentials.clone(),
                     },
                 );
@@ -312,6 +315,7 @@ impl State {
                     list_ttl: u.list_ttl,
                     is_http,
                     call_ok: Default::default(),
+                    tools_ok: Default::default(),
                     credentials: credentials
                         .filter(|c| matches!(c.kind(), "token_exchange" | "passthrough")),
                 },
