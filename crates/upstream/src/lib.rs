@@ -112,7 +112,9 @@ impl std::fmt::Debug for TransportSpec {
 /// members are added here. `Debug` hides `authorization`.
 #[derive(Default)]
 pub struct UpstreamRequest {
-    pub method: String,
+    /// Borrowed for the methods Junction names itself (every forwarded one):
+    /// no allocation per call.
+    pub method: std::borrow::Cow<'static, str>,
     pub params: RawParams,
     /// Downstream `_meta` entries to forward (progressToken, logLevel, traceparent…).
     pub meta: Vec<(String, Box<RawValue>)>,
@@ -446,7 +448,7 @@ impl Upstream {
         let mut stream = self
             .send_retrying(
                 &UpstreamRequest {
-                    method: "tools/list".to_owned(),
+                    method: "tools/list".into(),
                     params,
                     ..UpstreamRequest::default()
                 },

@@ -264,7 +264,7 @@ async fn listen(
         params.insert("notifications".to_owned(), raw);
     }
     let req = UpstreamRequest {
-        method: "subscriptions/listen".to_owned(),
+        method: "subscriptions/listen".into(),
         params,
         timeout: Some(LISTEN_SPAN),
         ..UpstreamRequest::default()
@@ -374,7 +374,7 @@ async fn sync_legacy_subscriptions(
             params.insert("uri".to_owned(), raw);
         }
         let req = UpstreamRequest {
-            method: method.to_owned(),
+            method: method.into(),
             params,
             ..UpstreamRequest::default()
         };

@@ -243,12 +243,12 @@ impl ClientSide {
     pub fn upstream_request(
         &self,
         cx: &Cx<'_>,
-        method: &str,
+        method: impl Into<std::borrow::Cow<'static, str>>,
         params: RawParams,
         meta: Vec<(String, Box<RawValue>)>,
     ) -> UpstreamRequest {
         UpstreamRequest {
-            method: method.to_owned(),
+            method: method.into(),
             params,
             meta,
             client_capabilities: Some(self.capabilities().to_owned()),

@@ -304,7 +304,7 @@ async fn fetch_page(
     params: RawParams,
 ) -> Result<Option<Box<RawValue>>, GatewayError> {
     let req = UpstreamRequest {
-        method: method.to_owned(),
+        method: method.to_owned().into(),
         params,
         ..UpstreamRequest::default()
     };
