@@ -25,7 +25,7 @@ use crate::names;
 /// handshake-era `MCP-Protocol-Version`. Everything else must be a valid modern
 /// request (and gets the modern errors when it is not).
 pub fn is_legacy_request(cx: &Cx<'_>, method: &str) -> bool {
-    match cx.header(names::MCP_PROTOCOL_VERSION) {
+    match cx.protocol_version {
         // A modern header means a modern request, even for `initialize` (which
         // then gets the modern 404 + -32601: the method was removed).
         Some(v) if v == version::MODERN => false,
@@ -68,7 +68,7 @@ pub fn legacy(cx: &Cx<'_>, method: &str) -> Result<ClientSide, GatewayError> {
     // The header SHOULD be the negotiated version; another handshake-era
     // version Junction serves is accepted as the SDKs' servers do (the session
     // keeps its own), only an unsupported one is refused.
-    if let Some(v) = cx.header(names::MCP_PROTOCOL_VERSION) {
+    if let Some(v) = cx.protocol_version {
         if v != session.v && !version::is_legacy(v) {
             return Err(GatewayError::HeaderMismatch(format!(
                 "MCP-Protocol-Version {v:?} differs from the session's negotiated {:?}",
@@ -131,7 +131,7 @@ fn validate_meta_and_headers(
     };
     // The header is compared first: a mismatch is -32020 even when the body's
     // version is also unknown; only an agreeing, unsupported version is -32022.
-    match cx.header(names::MCP_PROTOCOL_VERSION) {
+    match cx.protocol_version {
         None => {
             return Err(GatewayError::HeaderMismatch(
                 "MCP-Protocol-Version header is required".into(),

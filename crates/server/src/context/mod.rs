@@ -32,6 +32,9 @@ pub struct Cx<'a> {
     pub state: &'a State,
     pub route: &'a RouteState,
     pub headers: &'a HeaderMap,
+    /// The `MCP-Protocol-Version` header (as text), looked up once: the era
+    /// is decided by it, and a modern request's `_meta` is checked against it.
+    pub protocol_version: Option<&'a str>,
     /// Digest of the authenticated principal; "" while authentication is off.
     pub principal: String,
     /// The authenticated caller, when `auth` is configured.
@@ -70,6 +73,9 @@ impl Cx<'_> {
             state,
             route,
             headers,
+            protocol_version: headers
+                .get(crate::names::MCP_PROTOCOL_VERSION)
+                .and_then(|v| v.to_str().ok()),
             principal: String::new(),
             identity: None,
             peer_ip: None,

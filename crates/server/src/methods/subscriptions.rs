@@ -22,7 +22,6 @@ use crate::admit;
 use crate::context::{param_str, ClientSide, Cx};
 use crate::error::GatewayError;
 use crate::fleet;
-use crate::names;
 use crate::response::{self, sse_event, Body};
 use crate::state::{SessionUris, Tag, Wants, MAX_SUBSCRIBED_SESSIONS};
 use crate::views;
@@ -133,7 +132,7 @@ pub async fn listen(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, 
 /// The handshake-era session of this request; GET without one on a modern
 /// endpoint stays 405.
 fn session_of(cx: &Cx<'_>) -> Result<String, GatewayError> {
-    let missing = || match cx.header(names::MCP_PROTOCOL_VERSION) {
+    let missing = || match cx.protocol_version {
         Some(v) if version::is_legacy(v) => GatewayError::SessionRequired(
             "Mcp-Session-Id header is required for the GET stream".into(),
         ),
