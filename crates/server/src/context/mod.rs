@@ -249,7 +249,7 @@ impl ClientSide {
     pub fn upstream_request(
         &self,
         cx: &Cx<'_>,
-        method: impl Into<std::borrow::Cow<'static, str>>,
+        method: &'static str,
         params: RawParams,
         meta: Vec<(String, Box<RawValue>)>,
     ) -> UpstreamRequest {

@@ -219,7 +219,7 @@ async fn ask(
     client: &ClientSide,
     u: &UpstreamEntry,
     task: &TaskRef,
-    method: &str,
+    method: &'static str,
     input: Option<&RawValue>,
 ) -> Result<Answer, GatewayError> {
     let mut params = RawParams::new();
@@ -227,7 +227,7 @@ async fn ask(
     if let Some(input) = input {
         params.insert("inputResponses".into(), input.to_owned());
     }
-    let mut request = client.upstream_request(cx, method.to_owned(), params, Vec::new());
+    let mut request = client.upstream_request(cx, method, params, Vec::new());
     if task.modern {
         // The extension's task lives on the modern wire, also for a
         // handshake-era client of a dual-era upstream.

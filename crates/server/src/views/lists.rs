@@ -181,7 +181,7 @@ pub async fn update_source(cx: &Cx<'_>, uri: &str) -> Option<String> {
 }
 
 /// `method` on every upstream of the route at once, each within the list deadline.
-async fn fan_out(cx: &Cx<'_>, method: &str, key: &str) -> Fanned {
+async fn fan_out(cx: &Cx<'_>, method: &'static str, key: &str) -> Fanned {
     let deadline = cx.state.config.catalog.list_deadline;
     let cache = &cx.state.replica.lists;
     let entries: Vec<&UpstreamEntry> = cx
@@ -230,7 +230,7 @@ async fn fan_out(cx: &Cx<'_>, method: &str, key: &str) -> Fanned {
 async fn fetch_all(
     cx: &Cx<'_>,
     u: &UpstreamEntry,
-    method: &str,
+    method: &'static str,
     key: &str,
     deadline: tokio::time::Instant,
 ) -> Fetch {
@@ -300,11 +300,11 @@ async fn fetch_all(
 /// One page's raw result; `None` when the upstream has no such method.
 async fn fetch_page(
     u: &UpstreamEntry,
-    method: &str,
+    method: &'static str,
     params: RawParams,
 ) -> Result<Option<Box<RawValue>>, GatewayError> {
     let req = UpstreamRequest {
-        method: method.to_owned().into(),
+        method: method.into(),
         params,
         ..UpstreamRequest::default()
     };
