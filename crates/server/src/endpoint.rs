@@ -20,13 +20,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::{HeaderMap, Method, Response, StatusCode};
+use http::{HeaderValue, Method, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::{Body as _, Incoming};
 use junction_protocol::jsonrpc::{parse_client_message, ClientMessage, Id};
 use junction_upstream::body::ReadError;
 
-use crate::context::{AccessLine, Cx, LoggedStream};
+use crate::context::{self, AccessLine, Cx, LoggedStream};
 use crate::error::GatewayError;
 use crate::methods::{self, Request, METHODS};
 use crate::resolve::Route;
@@ -148,7 +148,7 @@ async fn handled(
     cx.unanswered = None;
     let mut refusal = None;
     let (label, response) = match outcome {
-        Ok((label, r)) if prefers_sse(&parts.headers) => (label, response::as_sse(r).await),
+        Ok((label, r)) if prefers_sse(cx.known.accept) => (label, response::as_sse(r).await),
         Ok(ok) => ok,
         Err((label, id, err)) => {
             tracing::debug!(route = %route.path, error = %err, "request refused");
@@ -213,11 +213,8 @@ type Refusal = (Label, Option<Id>, GatewayError);
 /// A client whose `Accept` names `text/event-stream` before `application/json`
 /// gets its answers as SSE even when one JSON message is all there is (the
 /// usual order, JSON first, gets JSON: no framing cost for most clients).
-fn prefers_sse(headers: &HeaderMap) -> bool {
-    let Some(accept) = headers
-        .get(http::header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-    else {
+fn prefers_sse(accept: Option<&HeaderValue>) -> bool {
+    let Some(accept) = context::text(accept) else {
         return false;
     };
     let first = accept
@@ -272,13 +269,13 @@ fn edge(cx: &Cx<'_>) -> Result<(), Refusal> {
     )
     .map_err(|e| refused(GatewayError::HeadersTooLarge(e.to_string())))?;
     // Bodies are never decompressed: no decompression bomb can reach the parser.
-    if let Some(enc) = cx.header("content-encoding") {
+    if let Some(enc) = context::text(cx.known.content_encoding) {
         if !enc.eq_ignore_ascii_case("identity") {
             return Err(refused(GatewayError::UnsupportedEncoding(enc.to_owned())));
         }
     }
     junction_policy::check_origin(
-        cx.headers,
+        cx.known.origin,
         &config.server.public_url,
         &config.headers.allowed_origins,
     )
@@ -291,10 +288,7 @@ async fn authenticate(cx: &mut Cx<'_>, query: Option<&str>) -> Result<(), Refusa
     let Some(auth) = cx.state.auth.as_ref() else {
         return Ok(());
     };
-    let header = cx
-        .headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
+    let header = context::text(cx.known.authorization);
     match auth
         .authenticator
         .authenticate(header, query, &cx.route.path)

@@ -16,10 +16,11 @@ use junction_protocol::{meta, object, version};
 use serde_json::value::RawValue;
 
 use crate::caps::supported_versions;
-use crate::context::{forwardable_meta, param_str, request_meta, ClientSide, Cx, RequestMeta};
+use crate::context::{
+    forwardable_meta, param_str, request_meta, text, ClientSide, Cx, RequestMeta,
+};
 use crate::error::GatewayError;
 use crate::logging::Level;
-use crate::names;
 
 /// Handshake era when the client says so: `initialize`, a session id, or a
 /// handshake-era `MCP-Protocol-Version`. Everything else must be a valid modern
@@ -30,7 +31,7 @@ pub fn is_legacy_request(cx: &Cx<'_>, method: &str) -> bool {
         // then gets the modern 404 + -32601: the method was removed).
         Some(v) if v == version::MODERN => false,
         Some(v) if version::is_legacy(v) => true,
-        _ => method == "initialize" || cx.headers.contains_key(names::MCP_SESSION_ID),
+        _ => method == "initialize" || cx.known.session_id.is_some(),
     }
 }
 
@@ -150,7 +151,7 @@ fn validate_meta_and_headers(
             supported: supported_versions(),
         });
     }
-    match cx.header(names::MCP_METHOD) {
+    match text(cx.known.method) {
         None => {
             return Err(GatewayError::HeaderMismatch(
                 "Mcp-Method header is required".into(),
@@ -165,7 +166,7 @@ fn validate_meta_and_headers(
     }
     if let Some(key) = mirrored {
         let body = param_str(params, key)?;
-        let header = cx.header(names::MCP_NAME);
+        let header = text(cx.known.name);
         match (header, body) {
             (None, _) => {
                 return Err(GatewayError::HeaderMismatch(

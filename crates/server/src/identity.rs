@@ -21,7 +21,7 @@ pub async fn authorization(
         return Ok(None);
     };
     // The token authentication validated, read the same way.
-    let token = junction_policy::bearer_token(cx.header(http::header::AUTHORIZATION));
+    let token = junction_policy::bearer_token(crate::context::text(cx.known.authorization));
     let null = serde_json::Value::Null;
     let claims = cx.identity.as_ref().map_or(&null, |p| &p.claims);
     let got = match token {

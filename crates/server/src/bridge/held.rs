@@ -22,7 +22,6 @@ use super::{capability_of, Driver, Resumed};
 use crate::context::Cx;
 use crate::envelope;
 use crate::error::GatewayError;
-use crate::names;
 use crate::response::{self, Body};
 use crate::state::{lock, Answer, Ask, HeldCall, Replica, MAX_HELD, MAX_WAITING};
 use crate::{fleet, relay};
@@ -280,7 +279,7 @@ pub enum Reply {
 /// to the replica that asked it. `None`: not such a response (the endpoint
 /// handles the body as usual).
 pub fn client_response(cx: &Cx<'_>, body: &[u8]) -> Option<Reply> {
-    let token = cx.header(names::MCP_SESSION_ID)?;
+    let token = crate::context::text(cx.known.session_id)?;
     let reply: ClientReply = serde_json::from_slice(body).ok()?;
     if reply.method.is_some() || (reply.result.is_none() && reply.error.is_none()) {
         return None;

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderValue};
 use junction_catalog::{Catalog, ExposedTool};
 use junction_protocol::jsonrpc::{Id, RawParams};
 use junction_protocol::{meta, object};
@@ -19,7 +19,6 @@ use serde_json::value::RawValue;
 use crate::cancel::Cancel;
 use crate::error::GatewayError;
 use crate::logging::{Level, LogFilter};
-use crate::names;
 use crate::session::{self, Session};
 use crate::state::{RouteState, State};
 
@@ -35,6 +34,8 @@ pub struct Cx<'a> {
     /// The `MCP-Protocol-Version` header (as text), looked up once: the era
     /// is decided by it, and a modern request's `_meta` is checked against it.
     pub protocol_version: Option<&'a str>,
+    /// The headers the phases read on every request, found in one pass.
+    pub known: Known<'a>,
     /// Digest of the authenticated principal; "" while authentication is off.
     pub principal: String,
     /// The authenticated caller, when `auth` is configured.
@@ -69,13 +70,13 @@ pub struct Cx<'a> {
 
 impl Cx<'_> {
     pub fn new<'a>(state: &'a State, route: &'a RouteState, headers: &'a HeaderMap) -> Cx<'a> {
+        let known = Known::scan(headers);
         Cx {
             state,
             route,
             headers,
-            protocol_version: headers
-                .get(crate::names::MCP_PROTOCOL_VERSION)
-                .and_then(|v| v.to_str().ok()),
+            protocol_version: known.protocol_version.and_then(|v| v.to_str().ok()),
+            known,
             principal: String::new(),
             identity: None,
             peer_ip: None,
@@ -111,12 +112,9 @@ impl Cx<'_> {
         }
     }
 
+    /// Whether any `Accept` value names `text/event-stream`.
     pub fn accepts_sse(&self) -> bool {
-        self.headers.get_all(http::header::ACCEPT).iter().any(|v| {
-            v.to_str()
-                .map(|s| s.contains("text/event-stream"))
-                .unwrap_or(false)
-        })
+        self.known.accepts_sse
     }
 
     /// A request header's value as text. Pass a [`names`] constant on the
@@ -144,9 +142,59 @@ impl Cx<'_> {
         &self,
         missing: impl FnOnce() -> GatewayError,
     ) -> Result<(Session, String), GatewayError> {
-        let token = self.header(names::MCP_SESSION_ID).ok_or_else(missing)?;
+        let token = text(self.known.session_id).ok_or_else(missing)?;
         self.session(token)
     }
+}
+
+/// The request headers the phases read on every request, each the first
+/// value given (what `HeaderMap::get` returns), found in one pass over the
+/// map: a lookup hashes its name, while comparing the few names a request
+/// carries is cheaper than hashing eight (issue 26).
+#[derive(Clone, Copy, Default)]
+pub struct Known<'a> {
+    pub protocol_version: Option<&'a HeaderValue>,
+    pub method: Option<&'a HeaderValue>,
+    pub name: Option<&'a HeaderValue>,
+    pub session_id: Option<&'a HeaderValue>,
+    pub authorization: Option<&'a HeaderValue>,
+    pub origin: Option<&'a HeaderValue>,
+    pub content_encoding: Option<&'a HeaderValue>,
+    /// The first `Accept` value (whose first media type decides JSON or SSE).
+    pub accept: Option<&'a HeaderValue>,
+    /// Whether any `Accept` value names `text/event-stream`.
+    pub accepts_sse: bool,
+}
+
+impl<'a> Known<'a> {
+    pub fn scan(headers: &'a HeaderMap) -> Known<'a> {
+        let mut k = Known::default();
+        for (name, value) in headers {
+            let slot = match name.as_str() {
+                "mcp-protocol-version" => &mut k.protocol_version,
+                "mcp-method" => &mut k.method,
+                "mcp-name" => &mut k.name,
+                "mcp-session-id" => &mut k.session_id,
+                "authorization" => &mut k.authorization,
+                "origin" => &mut k.origin,
+                "content-encoding" => &mut k.content_encoding,
+                "accept" => {
+                    k.accepts_sse |= value
+                        .to_str()
+                        .is_ok_and(|s| s.contains("text/event-stream"));
+                    &mut k.accept
+                }
+                _ => continue,
+            };
+            slot.get_or_insert(value);
+        }
+        k
+    }
+}
+
+/// A header's value as text (`None` when absent or not visible ASCII).
+pub fn text(v: Option<&HeaderValue>) -> Option<&str> {
+    v.and_then(|v| v.to_str().ok())
 }
 
 /// A request dropped before its response (the client closed the connection,
@@ -399,6 +447,24 @@ mod tests {
             RawValue::from_string(meta.to_owned()).unwrap(),
         );
         p
+    }
+
+    #[test]
+    fn known_headers_are_the_first_values_found_in_one_pass() {
+        let mut h = HeaderMap::new();
+        h.append("Mcp-Method", HeaderValue::from_static("tools/call"));
+        h.append("mcp-method", HeaderValue::from_static("tools/list"));
+        h.append("accept", HeaderValue::from_static("application/json"));
+        h.append("accept", HeaderValue::from_static("text/event-stream"));
+        h.append("x-other", HeaderValue::from_static("x"));
+        h.append("mcp-name", HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap());
+        let k = Known::scan(&h);
+        assert_eq!(text(k.method), Some("tools/call"), "the first value, as `get`");
+        assert_eq!(text(k.accept), Some("application/json"));
+        assert!(k.accepts_sse, "any Accept value naming SSE counts");
+        assert!(k.name.is_some() && text(k.name).is_none(), "present, not text");
+        assert!(k.protocol_version.is_none() && k.session_id.is_none());
+        assert!(!Known::scan(&HeaderMap::new()).accepts_sse);
     }
 
     #[test]
