@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use junction_testkit::{
-    spawn_gateway, Fault, FaultyUpstream, MockSpec, MockTool, MockUpstream, TestClient,
+    spawn_gateway, Behavior, Fault, FaultyUpstream, MockSpec, MockTool, MockUpstream, TestClient,
 };
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -246,4 +246,32 @@ async fn a_kept_alive_connection_may_idle_past_the_head_limit_but_not_dawdle_in_
         .await
         .expect("the dawdling head is cut off");
     assert!(cut.is_empty() || cut.starts_with("HTTP/1.1 408"), "{cut:?}");
+}
+
+#[tokio::test]
+async fn a_call_outlasting_the_idle_limit_is_answered_then_the_idle_connection_closed() {
+    let slow = MockTool::new(
+        "slow",
+        json!({"type": "object"}),
+        Behavior::Slow(Duration::from_secs(3)),
+    );
+    let up = MockUpstream::start(MockSpec::modern("up", vec![slow])).await;
+    let yaml = format!(
+        "server: {{listen: 127.0.0.1:0}}\nupstreams:\n  - {{id: up, url: {}}}\nlimits: {{header_read_timeout: 1s, idle_timeout: 2s}}\n",
+        up.url
+    );
+    let gw = spawn_gateway(bin(), &yaml).await;
+    let c = TestClient::modern(&gw.url("/mcp"));
+    let mut s = TcpStream::connect(gw.addr).await.unwrap();
+    // Nothing moves on the connection for 3 s while the call runs: it is in
+    // flight, so the idle clock does not run.
+    let call = c.envelope("tools/call", json!({"name": "up__slow", "arguments": {}}));
+    let answer = exchange(&mut s, &c, &call).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    assert!(answer.contains("\"tool\":\"slow\""), "{answer:?}");
+    // Answered and idle: closed once idle for limits.idle_timeout.
+    let rest = read_all(&mut s)
+        .await
+        .expect("the idle connection is closed by the gateway");
+    assert!(rest.is_empty(), "{rest:?}");
 }

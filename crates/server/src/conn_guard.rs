@@ -3,9 +3,14 @@
 //! a kept-alive connection with nothing in progress may idle for the longer
 //! `limits.idle_timeout`. hyper has one timer for both, started whenever it
 //! waits for a head, so a short head limit also closes idle connections, and a
-//! client reusing a pooled connection at that moment sees its request cut off.
-//! hyper keeps the idle clock (set to `idle_timeout`); this wrapper runs the
-//! head clock from the first byte of each request to the end of its head.
+//! client reusing a pooled connection at that moment sees its request cut off;
+//! it also allocates and arms a fresh timer for every request. So hyper runs
+//! no timer here, and this wrapper keeps both clocks: the head clock from the
+//! first byte of each request to the end of its head, and the idle clock while
+//! the connection has no request in flight ([`InFlight`]: the service counts
+//! each request in, and hyper dropping its response body counts it out). The
+//! idle clock is one timer per connection, re-armed only when it fires early,
+//! so an idle wait costs a clock read instead of a timer.
 //! It also closes a connection whose client stops reading: a write that makes
 //! no progress for `idle_timeout` fails, so a stalled reader cannot hold a
 //! connection (and what feeds it) forever.
@@ -13,11 +18,75 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
+use hyper::body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
+
+/// The requests of one connection whose responses are not yet written to
+/// their end: while there are any, the connection is not idle.
+#[derive(Clone, Default)]
+pub struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    /// Counts a request in until the returned guard is dropped (with its
+    /// response body, or with the request if it never got one).
+    pub fn enter(&self) -> Busy {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Busy(self.0.clone())
+    }
+
+    fn none(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == 0
+    }
+}
+
+/// One request in flight ([`InFlight::enter`]).
+pub struct Busy(Arc<AtomicUsize>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A response body that keeps its request counted in flight until hyper has
+/// written it to its end and dropped it.
+pub struct Counted<B> {
+    body: B,
+    _busy: Busy,
+}
+
+impl<B> Counted<B> {
+    pub fn new(body: B, busy: Busy) -> Self {
+        Counted { body, _busy: busy }
+    }
+}
+
+impl<B: Body<Data = Bytes> + Unpin> Body for Counted<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -39,17 +108,26 @@ pub struct HeadGuard<T> {
     first: bool,
     head_timeout: Duration,
     deadline: Option<Pin<Box<Sleep>>>,
-    write_stall: Duration,
+    /// `limits.idle_timeout`: how long the connection may idle with nothing
+    /// in flight, and how long a write may make no progress.
+    idle: Duration,
     write_deadline: Option<Pin<Box<Sleep>>>,
+    in_flight: InFlight,
+    /// When the current idle wait began (`None` while not idle).
+    idle_since: Option<Instant>,
+    /// The idle clock: armed once, then re-armed only when it fires before
+    /// the current idle wait is `idle` old.
+    idle_clock: Option<Pin<Box<Sleep>>>,
 }
 
 impl<T> HeadGuard<T> {
     /// A new connection: its first head must arrive within `head_timeout`,
     /// counted from now (a connection that never sends a byte is closed then);
-    /// a write blocked for `write_stall` fails.
-    pub fn new(inner: T, head_timeout: Duration, write_stall: Duration) -> Self {
-        let first_by = tokio::time::Instant::now() + head_timeout;
-        Self::with_first_head_by(inner, head_timeout, write_stall, first_by)
+    /// with nothing of `in_flight` it may idle for `idle`, and a write
+    /// blocked for `idle` fails.
+    pub fn new(inner: T, head_timeout: Duration, idle: Duration, in_flight: InFlight) -> Self {
+        let first_by = Instant::now() + head_timeout;
+        Self::with_first_head_by(inner, head_timeout, idle, in_flight, first_by)
     }
 
     /// Like `new`, but the first head must be complete by `first_by` (the
@@ -57,8 +135,9 @@ impl<T> HeadGuard<T> {
     pub fn with_first_head_by(
         inner: T,
         head_timeout: Duration,
-        write_stall: Duration,
-        first_by: tokio::time::Instant,
+        idle: Duration,
+        in_flight: InFlight,
+        first_by: Instant,
     ) -> Self {
         HeadGuard {
             inner,
@@ -67,9 +146,36 @@ impl<T> HeadGuard<T> {
             first: true,
             head_timeout,
             deadline: Some(Box::pin(tokio::time::sleep_until(first_by))),
-            write_stall,
+            idle,
             write_deadline: None,
+            in_flight,
+            idle_since: None,
+            idle_clock: None,
         }
+    }
+
+    /// A read found nothing on a connection that may be idle: its idle wait
+    /// runs from the first such read, and ends it after `idle`.
+    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.phase != Phase::Idle || !self.in_flight.none() {
+            return Poll::Pending;
+        }
+        let by = *self.idle_since.get_or_insert_with(Instant::now) + self.idle;
+        let clock = self
+            .idle_clock
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(by)));
+        // Armed for an earlier wait, it may fire before this one is over:
+        // then it is set to this one's end.
+        while clock.as_mut().poll(cx).is_ready() {
+            if clock.deadline() >= by {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "connection idle for limits.idle_timeout",
+                )));
+            }
+            clock.as_mut().reset(by);
+        }
+        Poll::Pending
     }
 
     /// The outcome of one write attempt, with the stall clock applied.
@@ -82,10 +188,23 @@ impl<T> HeadGuard<T> {
             Poll::Ready(Ok(n)) => {
                 self.write_deadline = None;
                 self.wrote(n);
+                // hyper drops a response's body before writing its last
+                // bytes, and then waits for the socket without polling it
+                // again: a response just written with nothing left in flight
+                // starts the idle wait here, its clock waking the connection.
+                if n > 0 && self.phase == Phase::Idle && self.in_flight.none() {
+                    self.idle_since = Some(Instant::now());
+                    // A clock still running was polled with this connection's
+                    // waker: it wakes the connection, which finds it early and
+                    // sets it to this wait's end then.
+                    if !self.idle_clock.as_ref().is_some_and(|c| !c.is_elapsed()) {
+                        let _ = self.poll_idle(cx);
+                    }
+                }
                 Poll::Ready(Ok(n))
             }
             Poll::Pending => {
-                let stall = self.write_stall;
+                let stall = self.idle;
                 let d = self
                     .write_deadline
                     .get_or_insert_with(|| Box::pin(tokio::time::sleep(stall)));
@@ -105,6 +224,7 @@ impl<T> HeadGuard<T> {
         if bytes.is_empty() {
             return;
         }
+        self.idle_since = None;
         if std::mem::take(&mut self.first) && bytes.starts_with(b"PRI ") {
             self.phase = Phase::Off;
             self.deadline = None;
@@ -177,17 +297,16 @@ impl<T: AsyncRead + Unpin> AsyncRead for HeadGuard<T> {
                 this.observe(&buf.filled()[before..]);
                 Poll::Ready(Ok(()))
             }
-            Poll::Pending => {
-                if let Some(d) = this.deadline.as_mut() {
-                    if d.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(Err(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            "request head not received within limits.header_read_timeout",
-                        )));
-                    }
-                }
-                Poll::Pending
-            }
+            Poll::Pending => match this.deadline.as_mut() {
+                Some(d) => match d.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "request head not received within limits.header_read_timeout",
+                    ))),
+                    Poll::Pending => Poll::Pending,
+                },
+                None => this.poll_idle(cx),
+            },
             other => other,
         }
     }
@@ -234,7 +353,7 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     const HEAD: Duration = Duration::from_millis(100);
-    const STALL: Duration = Duration::from_secs(5);
+    const STALL: Duration = Duration::from_secs(60);
 
     #[test]
     fn the_end_of_a_head_is_found_however_the_reads_split_it() {
@@ -286,7 +405,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_head_that_never_ends_times_out() {
         let (mut client, server) = tokio::io::duplex(1024);
-        let mut g = HeadGuard::new(server, HEAD, STALL);
+        let mut g = HeadGuard::new(server, HEAD, STALL, InFlight::default());
         client
             .write_all(b"POST /mcp HTTP/1.1\r\nhost: x\r\n")
             .await
@@ -299,7 +418,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_idle_kept_alive_connection_is_not_cut_by_the_head_clock() {
         let (mut client, server) = tokio::io::duplex(1024);
-        let mut g = HeadGuard::new(server, HEAD, STALL);
+        let mut g = HeadGuard::new(server, HEAD, STALL, InFlight::default());
         client
             .write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
             .await
@@ -325,13 +444,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_silent_new_connection_times_out_and_http2_is_left_alone() {
         let (_client, server) = tokio::io::duplex(1024);
-        let mut g = HeadGuard::new(server, HEAD, STALL);
+        let mut g = HeadGuard::new(server, HEAD, STALL, InFlight::default());
         assert_eq!(
             read_some(&mut g).await.unwrap_err().kind(),
             io::ErrorKind::TimedOut
         );
         let (mut client, server) = tokio::io::duplex(1024);
-        let mut g = HeadGuard::new(server, HEAD, STALL);
+        let mut g = HeadGuard::new(server, HEAD, STALL, InFlight::default());
         client
             .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
             .await
@@ -346,8 +465,53 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_client_that_stops_reading_fails_the_write_after_the_stall_limit() {
         let (_client, server) = tokio::io::duplex(64);
-        let mut g = HeadGuard::new(server, HEAD, STALL);
+        let mut g = HeadGuard::new(server, HEAD, STALL, InFlight::default());
         let e = g.write_all(&[b'x'; 4096]).await.unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_idles_for_the_idle_limit_only_with_nothing_in_flight() {
+        const GET: &[u8] = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
+        const OK: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+        let (mut client, server) = tokio::io::duplex(1024);
+        let in_flight = InFlight::default();
+        let mut g = HeadGuard::new(server, HEAD, STALL, in_flight.clone());
+        client.write_all(GET).await.unwrap();
+        read_some(&mut g).await.unwrap();
+        // A response still being written (a stream with nothing to say yet)
+        // keeps the connection however long it lasts.
+        let busy = in_flight.enter();
+        g.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
+        let reader = tokio::spawn(async move {
+            let got = read_some(&mut g).await;
+            (g, got)
+        });
+        tokio::time::sleep(STALL * 3).await;
+        assert!(!reader.is_finished(), "cut while a response was in flight");
+        drop(busy);
+        client.write_all(GET).await.unwrap();
+        let (mut g, got) = reader.await.unwrap();
+        assert_eq!(got.unwrap(), GET);
+        g.write_all(OK).await.unwrap();
+        // Nothing in flight: idle from the first read that waits. A request
+        // just inside the limit resets it; the clock armed for that wait is
+        // carried over to the next, which still gets the whole limit.
+        let reader = tokio::spawn(async move {
+            let got = read_some(&mut g).await;
+            (g, got)
+        });
+        tokio::time::sleep(STALL - Duration::from_secs(1)).await;
+        client.write_all(GET).await.unwrap();
+        let (mut g, got) = reader.await.unwrap();
+        assert_eq!(got.unwrap(), GET);
+        g.write_all(OK).await.unwrap();
+        let waited = Instant::now();
+        let e = tokio::time::timeout(STALL * 2, read_some(&mut g))
+            .await
+            .expect("the idle clock ends the connection")
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(Instant::now() - waited, STALL, "the whole limit, once");
     }
 }

@@ -9,7 +9,7 @@ use http::{header, HeaderMap, HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
-use crate::conn_guard::HeadGuard;
+use crate::conn_guard::{Busy, Counted, HeadGuard, InFlight};
 use crate::inline_wake::inline_wakes;
 use hyper::server::conn::{http1, http2};
 use prometheus::Registry;
@@ -90,20 +90,22 @@ impl Builders {
 
 type Watcher = hyper_util::server::graceful::Watcher;
 type RouteFuture = std::pin::Pin<
-    Box<dyn Future<Output = Result<Response<Body>, std::convert::Infallible>> + Send>,
+    Box<dyn Future<Output = Result<Response<Counted<Body>>, std::convert::Infallible>> + Send>,
 >;
 
 /// The service of one connection: every request goes to `route` with the
 /// client's address (an argument, not a request extension: inserting one
-/// allocates the extension map and the value on every request).
+/// allocates the extension map and the value on every request), counted in
+/// flight until its response is written (the connection's idle clock).
 #[derive(Clone)]
 struct Service {
     shared: Arc<Shared>,
     peer: std::net::SocketAddr,
+    in_flight: InFlight,
 }
 
 impl hyper::service::Service<Request<Incoming>> for Service {
-    type Response = Response<Body>;
+    type Response = Response<Counted<Body>>;
     type Error = std::convert::Infallible;
     type Future = RouteFuture;
 
@@ -111,7 +113,12 @@ impl hyper::service::Service<Request<Incoming>> for Service {
         // Boxed: hyper keeps a slot the size of this future in every
         // connection for its whole life; the request's state machine (many
         // KiB) only lives while a request is in flight.
-        Box::pin(route(self.shared.clone(), req, self.peer))
+        Box::pin(route(
+            self.shared.clone(),
+            req,
+            self.peer,
+            self.in_flight.enter(),
+        ))
     }
 }
 
@@ -143,14 +150,13 @@ async fn is_h2c(stream: &tokio::net::TcpStream) -> bool {
 /// Accepts connections until `shutdown` resolves, then lets in-flight requests
 /// finish for up to the configured grace period.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
-    // hyper's head timer also runs while a kept-alive connection idles, so it
-    // gets the idle limit; the slowloris limit runs per head in `HeadGuard`.
+    // hyper runs no HTTP/1 timer: `HeadGuard` keeps both the head clock and
+    // the idle clock (hyper's would arm a timer for every request).
     let limits = shared.state.load().config.limits.clone();
     let head_timeout = limits.header_read_timeout;
     let idle = limits.idle_timeout;
     let mut h1 = http1::Builder::new();
-    h1.timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(idle.max(head_timeout));
+    h1.header_read_timeout(None);
     let mut h2 = http2::Builder::new(TokioExecutor::new());
     h2.timer(hyper_util::rt::TokioTimer::new());
     let builders = Arc::new(Builders { h1, h2 });
@@ -170,7 +176,8 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let service = Service { shared: shared.clone(), peer };
+                let in_flight = InFlight::default();
+                let service = Service { shared: shared.clone(), peer, in_flight: in_flight.clone() };
                 let builders = builders.clone();
                 let watcher = graceful.watcher();
                 let stop = stop.clone();
@@ -184,7 +191,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                             let Some(Ok(h2)) = stop.run_until_cancelled(sniff).await else {
                                 return;
                             };
-                            let io = HeadGuard::with_first_head_by(stream, head_timeout, idle, by);
+                            let io = HeadGuard::with_first_head_by(stream, head_timeout, idle, in_flight, by);
                             builders.serve(io, h2, service, watcher).await;
                         }));
                     }
@@ -200,7 +207,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                                 Some(Err(_)) | None => return,
                             };
                             let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
-                            let io = HeadGuard::new(tls, head_timeout, idle);
+                            let io = HeadGuard::new(tls, head_timeout, idle, in_flight);
                             builders.serve(io, h2, service, watcher).await;
                         }));
                     }
@@ -229,7 +236,8 @@ fn route(
     shared: Arc<Shared>,
     req: Request<Incoming>,
     peer: std::net::SocketAddr,
-) -> impl Future<Output = Result<Response<Body>, std::convert::Infallible>> + Send {
+    busy: Busy,
+) -> impl Future<Output = Result<Response<Counted<Body>>, std::convert::Infallible>> + Send {
     // Split before the block, so the block keeps the parts, not the request too.
     let (parts, body) = req.into_parts();
     async move {
@@ -258,7 +266,7 @@ fn route(
                 None => response::text(StatusCode::NOT_FOUND, "no MCP route at this path\n"),
             },
         };
-        Ok(response)
+        Ok(response.map(|body| Counted::new(body, busy)))
     }
 }
 
@@ -333,7 +341,7 @@ pub async fn warm_up(state: Arc<State>) {
 mod tests {
     use super::*;
 
-    fn output_size<A, B, C, F: Future>(_: impl FnOnce(A, B, C) -> F) -> usize {
+    fn output_size<A, B, C, D, F: Future>(_: impl FnOnce(A, B, C, D) -> F) -> usize {
         std::mem::size_of::<F>()
     }
 

@@ -459,10 +459,17 @@ mod tests {
         h.append("x-other", HeaderValue::from_static("x"));
         h.append("mcp-name", HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap());
         let k = Known::scan(&h);
-        assert_eq!(text(k.method), Some("tools/call"), "the first value, as `get`");
+        assert_eq!(
+            text(k.method),
+            Some("tools/call"),
+            "the first value, as `get`"
+        );
         assert_eq!(text(k.accept), Some("application/json"));
         assert!(k.accepts_sse, "any Accept value naming SSE counts");
-        assert!(k.name.is_some() && text(k.name).is_none(), "present, not text");
+        assert!(
+            k.name.is_some() && text(k.name).is_none(),
+            "present, not text"
+        );
         assert!(k.protocol_version.is_none() && k.session_id.is_none());
         assert!(!Known::scan(&HeaderMap::new()).accepts_sse);
     }
