@@ -339,6 +339,13 @@ fn push_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
 /// copied between quotes; any other goes through serde_json. The hot path
 /// writes ~7 strings per call, and serde_json's writer costs a few hundred
 /// instructions each for what is almost always a plain copy.
+/// `"key":`, the key escaped: a member's start, for a writer that builds an
+/// object piece by piece.
+pub fn push_key(out: &mut Vec<u8>, key: &str) {
+    push_str_json(out, key);
+    out.push(b':');
+}
+
 fn push_str_json(out: &mut Vec<u8>, s: &str) {
     if !crate::object::needs_escape(s) {
         out.reserve(s.len() + 2);

@@ -30,9 +30,6 @@ const CLIENT_INFO: &str = concat!(
     r#""}"#
 );
 
-/// `version::MODERN` as a JSON string (a test keeps the two equal).
-const MODERN_VERSION: &str = "\"2026-07-28\"";
-
 /// `params` (minus any stray `_meta`) plus a `_meta` built from the forwarded
 /// entries and the era's stamp. `progress` replaces a forwarded progressToken
 /// (stdio rewrites tokens so they cannot collide on the shared channel).
@@ -66,6 +63,10 @@ pub(crate) fn request_body(
     })
 }
 
+/// Writes params: the client's members but `_meta`, in order, then a `_meta`
+/// of the forwarded members (each key once, its first value; never a stamped
+/// one) followed by the era's stamp. Written straight into `out`: the stamp's
+/// keys are constants, so only forwarded keys are checked for escapes.
 fn write_params(
     out: &mut Vec<u8>,
     params: &RawParams,
@@ -73,36 +74,62 @@ fn write_params(
     progress: Option<&RawValue>,
     stamp: &Stamp<'_>,
 ) {
-    let mut meta_members: Vec<(&str, &str)> = Vec::with_capacity(forwarded.len() + 3);
-    for (key, value) in forwarded {
-        if meta::is_stamped(key) || meta_members.iter().any(|(k, _)| k == key) {
+    out.push(b'{');
+    let mut first = true;
+    for (key, value) in params.iter().filter(|(k, _)| k.as_str() != "_meta") {
+        if !std::mem::take(&mut first) {
+            out.push(b',');
+        }
+        jsonrpc::push_key(out, key);
+        out.extend_from_slice(value.get().as_bytes());
+    }
+    // `_meta` opens with its first member.
+    let mut meta_open = false;
+    let mut open_meta = |out: &mut Vec<u8>| {
+        if std::mem::replace(&mut meta_open, true) {
+            out.push(b',');
+        } else {
+            if !first {
+                out.push(b',');
+            }
+            out.extend_from_slice(br#""_meta":{"#);
+        }
+    };
+    for (i, (key, value)) in forwarded.iter().enumerate() {
+        if meta::is_stamped(key) || forwarded[..i].iter().any(|(k, _)| k == key) {
             continue;
         }
         let value = match (key.as_str(), progress) {
             (meta::PROGRESS_TOKEN, Some(ours)) => ours,
             _ => value,
         };
-        meta_members.push((key.as_str(), value.get()));
+        open_meta(out);
+        jsonrpc::push_key(out, key);
+        out.extend_from_slice(value.get().as_bytes());
     }
     if let Stamp::Modern { caps } = stamp {
-        meta_members.push((meta::PROTOCOL_VERSION, MODERN_VERSION));
-        meta_members.push((meta::CLIENT_CAPABILITIES, caps.map_or("{}", |c| c.get())));
-        meta_members.push((meta::CLIENT_INFO, CLIENT_INFO));
+        open_meta(out);
+        out.extend_from_slice(MODERN_STAMP_HEAD.as_bytes());
+        out.extend_from_slice(caps.map_or("{}", |c| c.get()).as_bytes());
+        out.extend_from_slice(MODERN_STAMP_TAIL.as_bytes());
     }
-    let size = meta_members.iter().map(|(k, v)| k.len() + v.len() + 4);
-    let mut meta_obj = Vec::with_capacity(size.sum::<usize>() + 2);
-    if !meta_members.is_empty() {
-        jsonrpc::write_object(&mut meta_obj, meta_members);
+    if meta_open {
+        out.push(b'}');
     }
-    // Both pieces are valid UTF-8 JSON: raw members and escaped keys.
-    let meta_text = std::str::from_utf8(&meta_obj).unwrap_or("{}");
-    let members = params
-        .iter()
-        .filter(|(k, _)| k.as_str() != "_meta")
-        .map(|(k, v)| (k.as_str(), v.get()));
-    let meta = (!meta_obj.is_empty()).then_some(("_meta", meta_text));
-    jsonrpc::write_object(out, members.chain(meta));
+    out.push(b'}');
 }
+
+/// A modern request's stamp, around the client's capabilities (the keys need
+/// no escapes; a test checks the whole against serde_json's reading).
+const MODERN_STAMP_HEAD: &str = concat!(
+    r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","#,
+    r#""io.modelcontextprotocol/clientCapabilities":"#
+);
+const MODERN_STAMP_TAIL: &str = concat!(
+    r#","io.modelcontextprotocol/clientInfo":{"name":"junction","version":""#,
+    env!("CARGO_PKG_VERSION"),
+    r#""}"#
+);
 
 pub(crate) fn request_bytes(id: i64, method: &str, params: &RawValue) -> Vec<u8> {
     jsonrpc::request_bytes(&Id::Num(id), method, params)
@@ -276,9 +303,48 @@ mod tests {
             serde_json::json!({})
         );
         assert_eq!(
-            MODERN_VERSION,
-            serde_json::to_string(version::MODERN).unwrap_or_default()
+            v["params"]["_meta"][meta::PROTOCOL_VERSION],
+            version::MODERN
         );
+        assert_eq!(
+            v["params"]["_meta"][meta::CLIENT_INFO],
+            serde_json::json!({"name": "junction", "version": env!("CARGO_PKG_VERSION")})
+        );
+    }
+
+    #[test]
+    fn forwarded_meta_keeps_each_key_once_and_never_a_stamped_one() {
+        let fwd = vec![
+            ("a".to_owned(), r("1")),
+            (meta::PROTOCOL_VERSION.to_owned(), r(r#""1999-01-01""#)),
+            ("a".to_owned(), r("2")),
+            ("progressToken".to_owned(), r(r#""down""#)),
+        ];
+        let ours = r(r#""jp-1""#);
+        for (stamp, want) in [
+            (
+                Stamp::Legacy,
+                r#"{"_meta":{"a":1,"progressToken":"jp-1"}}"#.to_owned(),
+            ),
+            (
+                Stamp::Modern { caps: None },
+                format!(
+                    r#"{{"_meta":{{"a":1,"progressToken":"jp-1","{}":"{}","{}":{{}},"{}":{{"name":"junction","version":"{}"}}}}}}"#,
+                    meta::PROTOCOL_VERSION,
+                    version::MODERN,
+                    meta::CLIENT_CAPABILITIES,
+                    meta::CLIENT_INFO,
+                    env!("CARGO_PKG_VERSION")
+                ),
+            ),
+        ] {
+            let out = build_params(&RawParams::new(), &fwd, Some(&ours), &stamp);
+            assert_eq!(out.get(), want);
+        }
+        let mut params = RawParams::new();
+        params.insert("name".into(), r(r#""x""#));
+        let out = build_params(&params, &[], None, &Stamp::Legacy);
+        assert_eq!(out.get(), r#"{"name":"x"}"#);
     }
 
     #[test]
