@@ -334,11 +334,6 @@ fn push_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
     }
 }
 
-/// A JSON string for `s`, as serde_json writes it: a string with nothing to
-/// escape (no `"`, `\\` or control character, the usual key, method or id) is
-/// copied between quotes; any other goes through serde_json. The hot path
-/// writes ~7 strings per call, and serde_json's writer costs a few hundred
-/// instructions each for what is almost always a plain copy.
 /// `"key":`, the key escaped: a member's start, for a writer that builds an
 /// object piece by piece.
 pub fn push_key(out: &mut Vec<u8>, key: &str) {
@@ -346,6 +341,11 @@ pub fn push_key(out: &mut Vec<u8>, key: &str) {
     out.push(b':');
 }
 
+/// A JSON string for `s`, as serde_json writes it: a string with nothing to
+/// escape (no `"`, `\\` or control character, the usual key, method or id) is
+/// copied between quotes; any other goes through serde_json. The hot path
+/// writes ~7 strings per call, and serde_json's writer costs a few hundred
+/// instructions each for what is almost always a plain copy.
 fn push_str_json(out: &mut Vec<u8>, s: &str) {
     if !crate::object::needs_escape(s) {
         out.reserve(s.len() + 2);
