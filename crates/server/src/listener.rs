@@ -112,13 +112,14 @@ impl hyper::service::Service<Request<Incoming>> for Service {
     fn call(&self, req: Request<Incoming>) -> RouteFuture {
         // Boxed: hyper keeps a slot the size of this future in every
         // connection for its whole life; the request's state machine (many
-        // KiB) only lives while a request is in flight.
-        Box::pin(route(
-            self.shared.clone(),
-            req,
-            self.peer,
-            self.in_flight.enter(),
-        ))
+        // KiB) only lives while a request is in flight. Written into its box,
+        // not moved there: `Box::pin` would build the future on the stack
+        // and copy all of it.
+        let fut = Box::write(
+            Box::new_uninit(),
+            route(self.shared.clone(), req, self.peer, self.in_flight.enter()),
+        );
+        Box::into_pin(fut)
     }
 }
 

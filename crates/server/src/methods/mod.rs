@@ -75,7 +75,10 @@ macro_rules! handler {
             id: &'a Id,
             r: Request,
         ) -> BoxFuture<'a, Result<Response<Body>, GatewayError>> {
-            Box::pin($f(cx, id, r))
+            // Written into its box, not moved there: `Box::pin` builds the
+            // future on the stack and copies it whole (a few KiB a call).
+            let fut = Box::write(Box::new_uninit(), $f(cx, id, r));
+            Box::into_pin(fut)
         }
         boxed as Handler
     }};
