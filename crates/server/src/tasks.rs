@@ -13,6 +13,9 @@
 //! (`methods/tasks.rs`) make the upstream requests.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use memchr::memmem;
 
 use serde::de::IgnoredAny;
 use serde::Deserialize;
@@ -39,6 +42,22 @@ pub enum Shape {
     Legacy,
 }
 
+/// Finders built once: `str::contains` sets up its searcher on every call,
+/// which costs more than the search in a short text (both run on every
+/// `tools/call`).
+static EXTENSION_FINDER: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(EXTENSION));
+static TASK_SUPPORT_FINDER: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new("taskSupport"));
+
+/// Whether a tool definition may say anything about tasks (most do not:
+/// no parse for them).
+pub fn mentions_task_support(definition: &RawValue) -> bool {
+    TASK_SUPPORT_FINDER
+        .find(definition.get().as_bytes())
+        .is_some()
+}
+
 /// Whether `capabilities` (a client's, as it sent them) declare the extension.
 pub fn declares(capabilities: &RawValue) -> bool {
     #[derive(Deserialize)]
@@ -47,7 +66,9 @@ pub fn declares(capabilities: &RawValue) -> bool {
         extensions: Option<HashMap<String, IgnoredAny>>,
     }
     // Most clients never mention it: no parse for them.
-    capabilities.get().contains(EXTENSION)
+    EXTENSION_FINDER
+        .find(capabilities.get().as_bytes())
+        .is_some()
         && serde_json::from_str::<Caps>(capabilities.get())
             .ok()
             .and_then(|c| c.extensions)

@@ -164,6 +164,8 @@ pub struct Known<'a> {
     pub accept: Option<&'a HeaderValue>,
     /// Whether any `Accept` value names `text/event-stream`.
     pub accepts_sse: bool,
+    /// Whether any `Mcp-Param-*` header came (a tool call checks them).
+    pub param_headers: bool,
 }
 
 impl<'a> Known<'a> {
@@ -184,7 +186,10 @@ impl<'a> Known<'a> {
                         .is_ok_and(|s| s.contains("text/event-stream"));
                     &mut k.accept
                 }
-                _ => continue,
+                other => {
+                    k.param_headers |= other.starts_with("mcp-param-");
+                    continue;
+                }
             };
             slot.get_or_insert(value);
         }
@@ -471,6 +476,9 @@ mod tests {
             "present, not text"
         );
         assert!(k.protocol_version.is_none() && k.session_id.is_none());
+        assert!(!k.param_headers);
+        h.append("mcp-param-region", HeaderValue::from_static("eu"));
+        assert!(Known::scan(&h).param_headers);
         assert!(!Known::scan(&HeaderMap::new()).accepts_sse);
     }
 

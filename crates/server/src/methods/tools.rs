@@ -76,17 +76,20 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
         })?;
     object_or_absent(Some(&params), "arguments")?;
     let task_shape = task_shape(&client, &mut params, tool, upstream)?;
-    let received: Vec<(String, String)> = cx
-        .headers
-        .iter()
-        .filter(|(k, _)| k.as_str().starts_with("mcp-param-"))
-        .map(|(k, v)| {
-            (
-                k.as_str().to_owned(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
-        .collect();
+    let received: Vec<(String, String)> = if cx.known.param_headers {
+        cx.headers
+            .iter()
+            .filter(|(k, _)| k.as_str().starts_with("mcp-param-"))
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let arguments: Option<Value> = if tool.header_params.is_empty() && received.is_empty() {
         None
     } else {
@@ -225,7 +228,7 @@ fn task_shape(
 ) -> Result<tasks::Shape, GatewayError> {
     let shape = tasks::shape(client.is_modern(), client.capabilities(), params);
     if !client.is_modern()
-        || !tool.definition.get().contains("taskSupport")
+        || !tasks::mentions_task_support(&tool.definition)
         || upstream_is_modern(upstream)
     {
         return Ok(shape);
