@@ -197,7 +197,7 @@ impl<T> HeadGuard<T> {
                     // A clock still running was polled with this connection's
                     // waker: it wakes the connection, which finds it early and
                     // sets it to this wait's end then.
-                    if !self.idle_clock.as_ref().is_some_and(|c| !c.is_elapsed()) {
+                    if self.idle_clock.as_ref().is_none_or(|c| c.is_elapsed()) {
                         let _ = self.poll_idle(cx);
                     }
                 }
