@@ -432,7 +432,9 @@ async fn phases(
         client,
         target,
     };
-    match (row.handler)(cx, &id, request).await {
+    // Gated: polled only when what it waits on woke it, not each time the
+    // connection's task is (`inline_wake::gated`).
+    match crate::inline_wake::gated((row.handler)(cx, &id, request)).await {
         Ok(r) => Ok((label, r)),
         Err(e) => Err((label, Some(id), e)),
     }

@@ -15,6 +15,13 @@
 //! while it is being polled and polls it again at once, up to `ROUNDS` times;
 //! a wake from anywhere else (the IO driver, another task, a timer) goes to the
 //! task as usual.
+//!
+//! Such a poll in place is for the connection; the request it is serving
+//! usually waits on its upstream meanwhile (hyper 1.12's body channel wakes
+//! the connection each time the request takes its body). `gated` wraps a
+//! request's method future so that it is polled only when something it
+//! waits on woke it: a poll of the task for another reason returns at once
+//! instead of walking the call's futures down to the upstream connection.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -92,6 +99,57 @@ impl<F: Future> Future for InlineWakes<F> {
         }
         cx.waker().wake_by_ref();
         Poll::Pending
+    }
+}
+
+/// What a gated future's waker notes: whether it was woken since the future
+/// was last polled, and the task to pass the wake on to.
+struct Gate {
+    woken: AtomicBool,
+    task: AtomicWaker,
+}
+
+impl Wake for Gate {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, SeqCst);
+        self.task.wake();
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// `fut`, polled only when something it waits on woke it (and on its
+    /// first poll): a poll of the task for another reason returns at once.
+    pub(crate) struct Gated<F> {
+        #[pin]
+        fut: F,
+        gate: Arc<Gate>,
+        waker: Waker,
+    }
+}
+
+pub(crate) fn gated<F: Future>(fut: F) -> Gated<F> {
+    let gate = Arc::new(Gate {
+        woken: AtomicBool::new(true),
+        task: AtomicWaker::new(),
+    });
+    let waker = Waker::from(gate.clone());
+    Gated { fut, gate, waker }
+}
+
+impl<F: Future> Future for Gated<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        this.gate.task.register(cx.waker());
+        if !this.gate.woken.swap(false, SeqCst) {
+            return Poll::Pending;
+        }
+        this.fut.poll(&mut Context::from_waker(this.waker))
     }
 }
 
@@ -187,5 +245,26 @@ mod tests {
         assert_eq!(task.0.load(SeqCst), 1, "the wake reached the task");
         p.ready.store(true, SeqCst);
         assert!(fut.as_mut().poll(&mut cx).is_ready());
+    }
+
+    #[test]
+    fn a_gated_future_is_polled_only_after_its_own_wake() {
+        let p = Arc::new(Probe::default());
+        let mut fut = Box::pin(gated(probe(&p)));
+        let task = Arc::new(Task::default());
+        let waker = Waker::from(task.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(p.polls.load(SeqCst), 1, "the first poll goes through");
+        // The task polled for another reason: the future is not.
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(p.polls.load(SeqCst), 1);
+        // What it waits on wakes it: the task is woken, the next poll goes through.
+        let stored = p.waker.lock().unwrap().take().unwrap();
+        stored.wake();
+        assert_eq!(task.0.load(SeqCst), 1, "the wake reached the task");
+        p.ready.store(true, SeqCst);
+        assert!(fut.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(p.polls.load(SeqCst), 2);
     }
 }
