@@ -102,39 +102,24 @@ impl<F: Future> Future for InlineWakes<F> {
     }
 }
 
-/// What a gated future's waker notes: whether it was woken since the future
-/// was last polled, and the task to pass the wake on to.
-struct Gate {
-    woken: AtomicBool,
-    task: AtomicWaker,
-}
-
-impl Wake for Gate {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, SeqCst);
-        self.task.wake();
-    }
-}
-
 pin_project_lite::pin_project! {
     /// `fut`, polled only when something it waits on woke it (and on its
     /// first poll): a poll of the task for another reason returns at once.
     pub(crate) struct Gated<F> {
         #[pin]
         fut: F,
-        gate: Arc<Gate>,
+        // `Shared`, never `polling`: every wake goes to the task, and
+        // `woken` says whether the future has anything to do.
+        gate: Arc<Shared>,
         waker: Waker,
     }
 }
 
 pub(crate) fn gated<F: Future>(fut: F) -> Gated<F> {
-    let gate = Arc::new(Gate {
+    let gate = Arc::new(Shared {
+        // The first poll goes through.
         woken: AtomicBool::new(true),
-        task: AtomicWaker::new(),
+        ..Shared::default()
     });
     let waker = Waker::from(gate.clone());
     Gated { fut, gate, waker }
