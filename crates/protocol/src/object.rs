@@ -51,6 +51,127 @@ pub fn prepend(text: &str, members: &str) -> Option<String> {
     })
 }
 
+/// A key to look up among an object's top-level members by [`sole`]: the
+/// key and a prebuilt searcher for it quoted, `"key"`.
+pub struct Key {
+    quoted: memchr::memmem::Finder<'static>,
+}
+
+impl Key {
+    /// `key` must need no escape in JSON (plain ASCII letters, as protocol
+    /// keys are).
+    pub fn new(key: &'static str) -> Key {
+        let quoted = format!("\"{key}\"");
+        Key {
+            quoted: memchr::memmem::Finder::new(quoted.as_bytes()).into_owned(),
+        }
+    }
+}
+
+/// What [`sole`] could tell without walking the members.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Sole<'a> {
+    /// No member anywhere in the text has the key.
+    Absent,
+    /// The key is a top-level member exactly once, with this raw value.
+    Once(&'a str),
+    /// Not decided: walk the members.
+    Walk,
+}
+
+/// The top-level member `key` of the object `text` in the shapes answers
+/// usually take, without walking every member: the key written nowhere
+/// (`Absent`), or written once and that once as the object's first member or
+/// as its last with a string value (`Once`). Anything else, and any text
+/// with a `\u` escape (a key may be spelled with one), is `Walk`.
+///
+/// Why it is exact on valid JSON: a `"` inside a string is escaped, so the
+/// quoted key found by the searcher at the object's start (after `{`), or
+/// the last member read backwards from the closing `}`, is a real key; and
+/// since the key needs no escape, any other spelling of it needs `\u`.
+pub fn sole<'a>(text: &'a str, key: &Key) -> Sole<'a> {
+    let bytes = text.as_bytes();
+    let Some(at) = key.quoted.find(bytes) else {
+        return if unicode_escape(bytes) {
+            Sole::Walk
+        } else {
+            Sole::Absent
+        };
+    };
+    let after = at + key.quoted.needle().len();
+    if key.quoted.find(&bytes[after..]).is_some() || unicode_escape(bytes) {
+        return Sole::Walk;
+    }
+    let open = skip_ws(bytes, 0);
+    if bytes.get(open) == Some(&b'{') && skip_ws(bytes, open + 1) == at {
+        // The first member.
+        let colon = skip_ws(bytes, after);
+        if bytes.get(colon) != Some(&b':') {
+            return Sole::Walk;
+        }
+        let start = skip_ws(bytes, colon + 1);
+        return match value_end(bytes, start).and_then(|end| text.get(start..end)) {
+            Some(value) => Sole::Once(value),
+            None => Sole::Walk,
+        };
+    }
+    // The last member, read backwards: `"key" : "value" }`.
+    let Some(close) = last_non_ws(bytes, bytes.len()) else {
+        return Sole::Walk;
+    };
+    let value_last = last_non_ws(bytes, close);
+    if bytes.get(close) != Some(&b'}') || value_last.map(|i| bytes[i]) != Some(b'"') {
+        return Sole::Walk;
+    }
+    let value_last = value_last.unwrap_or_default();
+    let Some(value_first) = string_start(bytes, value_last) else {
+        return Sole::Walk;
+    };
+    let colon = last_non_ws(bytes, value_first);
+    let key_last = colon.and_then(|c| last_non_ws(bytes, c));
+    // The key found is this member's key if its opening quote is the key's
+    // own (not an escaped quote inside a longer key).
+    if colon.map(|c| bytes[c]) != Some(b':')
+        || key_last != Some(after - 1)
+        || string_start(bytes, after - 1) != Some(at)
+    {
+        return Sole::Walk;
+    }
+    text.get(value_first..=value_last)
+        .map_or(Sole::Walk, Sole::Once)
+}
+
+/// Whether `bytes` has `\u` (also where the backslash is itself escaped:
+/// callers only need no false "no").
+fn unicode_escape(bytes: &[u8]) -> bool {
+    memchr::memchr_iter(b'\\', bytes).any(|i| bytes.get(i + 1) == Some(&b'u'))
+}
+
+/// The last byte before `end` that is not JSON whitespace.
+fn last_non_ws(bytes: &[u8], end: usize) -> Option<usize> {
+    bytes[..end]
+        .iter()
+        .rposition(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+}
+
+/// The opening quote of the string whose closing quote is at `last`: the
+/// nearest `"` before it not escaped (preceded by an even run of `\`).
+fn string_start(bytes: &[u8], last: usize) -> Option<usize> {
+    let mut end = last;
+    loop {
+        let quote = memchr::memrchr(b'"', &bytes[..end])?;
+        let backslashes = bytes[..quote]
+            .iter()
+            .rev()
+            .take_while(|&&b| b == b'\\')
+            .count();
+        if backslashes % 2 == 0 {
+            return Some(quote);
+        }
+        end = quote;
+    }
+}
+
 pub struct Members<'a> {
     text: &'a str,
     pos: usize,
@@ -426,6 +547,64 @@ mod tests {
         }
     }
 
+    /// What walking the members says `sole` must answer (when it answers).
+    fn walked<'a>(text: &'a str, key: &str) -> Vec<&'a str> {
+        members(text)
+            .expect("an object")
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v)
+            .collect()
+    }
+
+    fn agrees_with_the_walk(text: &str) -> Sole<'_> {
+        let got = sole(text, &Key::new("resultType"));
+        let want = walked(text, "resultType");
+        match got {
+            Sole::Absent => assert!(want.is_empty(), "{text}"),
+            Sole::Once(v) => assert_eq!(want, [v], "{text}"),
+            Sole::Walk => {}
+        }
+        got
+    }
+
+    #[test]
+    fn sole_decides_the_usual_shapes_and_walks_the_rest() {
+        use Sole::*;
+        for (text, want) in [
+            (
+                r#"{"content":[],"resultType":"complete"}"#,
+                Once(r#""complete""#),
+            ),
+            (
+                " {\n \"a\" : 1 ,\n \"resultType\" : \"x\\\"y\" \n} \n",
+                Once(r#""x\"y""#),
+            ),
+            (r#"{"resultType":{"a":"}"},"b":1}"#, Once(r#"{"a":"}"}"#)),
+            (r#"{ "resultType" : 3 }"#, Once("3")),
+            (r#"{"content":[{"text":"other"}]}"#, Absent),
+            // The key's text as a string value: not decided.
+            (r#"{"content":[{"text":"resultType"}]}"#, Walk),
+            (r#"{}"#, Absent),
+            // Nested, not top-level: first of an inner object, last of one.
+            (r#"{"a":{"resultType":"x"}}"#, Walk),
+            (r#"{"a":{"b":1,"resultType":"x"}}"#, Walk),
+            // In the middle, twice, or with a non-string last value.
+            (r#"{"a":1,"resultType":"x","b":2}"#, Walk),
+            (r#"{"resultType":"x","resultType":"y"}"#, Walk),
+            (r#"{"a":1,"resultType":7}"#, Walk),
+            // A longer key ending in an escaped quote and the key.
+            (r#"{"a":1,"x\"resultType":"y"}"#, Walk),
+            // Another spelling of the key.
+            (r#"{"result\u0054ype":"a","resultType":"b"}"#, Walk),
+            (r#"{"result\u0054ype":"a"}"#, Walk),
+            // The key's text inside a string value, escaped.
+            (r#"{"a":"\"resultType\":\"x\""}"#, Absent),
+            (r#"{"a":"\\","resultType":"x"}"#, Once(r#""x""#)),
+        ] {
+            assert_eq!(agrees_with_the_walk(text), want, "{text}");
+        }
+    }
+
     fn json() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             Just(Value::Null),
@@ -444,6 +623,24 @@ mod tests {
                     .prop_map(|m| Value::Object(m.into_iter().collect())),
             ]
         })
+    }
+
+    proptest! {
+        /// Objects with `resultType` members at any place (top level or
+        /// nested): whatever `sole` decides, the walk agrees with.
+        #[test]
+        fn sole_agrees_with_walking_the_members(
+            pairs in prop::collection::vec((prop_oneof![Just("resultType".to_owned()), ".*".prop_map(String::from)], json()), 0..6),
+            pretty in any::<bool>(),
+        ) {
+            let value = Value::Object(pairs.into_iter().collect());
+            let text = if pretty {
+                serde_json::to_string_pretty(&value).unwrap_or_default()
+            } else {
+                serde_json::to_string(&value).unwrap_or_default()
+            };
+            agrees_with_the_walk(&text);
+        }
     }
 
     proptest! {

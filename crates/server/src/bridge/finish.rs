@@ -5,8 +5,9 @@
 //! (`tasks`), and result types the client did not negotiate refused.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
-use junction_protocol::object;
+use junction_protocol::object::{self, Sole};
 use serde_json::value::RawValue;
 
 use crate::envelope::{self, TaskRef};
@@ -158,7 +159,18 @@ impl Finisher {
 /// (`object::members`). Two `resultType` keys are refused (a JavaScript
 /// client would read the last, serde_json neither).
 pub fn result_type(raw: &RawValue) -> Result<Option<Cow<'_, str>>, &'static str> {
+    static KEY: LazyLock<object::Key> = LazyLock::new(|| object::Key::new("resultType"));
     let members = object::members(raw.get()).ok_or("result is not a JSON object")?;
+    // Most answers name it first, last, or nowhere: no walk then.
+    match object::sole(raw.get(), &KEY) {
+        Sole::Absent => return Ok(None),
+        Sole::Once(value) => {
+            return object::string(value)
+                .map(Some)
+                .ok_or("resultType is not a string")
+        }
+        Sole::Walk => {}
+    }
     let mut result_type = None;
     for (key, value) in members {
         if key == "resultType" {
