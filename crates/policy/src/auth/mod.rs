@@ -365,7 +365,10 @@ fn bearer(authorization: Option<&str>) -> Result<&str, AuthError> {
         return Err(AuthError::Missing);
     }
     let token = rest.trim();
-    if token.is_empty() || token.len() > MAX_TOKEN_BYTES || token.contains(' ') {
+    if token.is_empty()
+        || token.len() > MAX_TOKEN_BYTES
+        || memchr::memchr(b' ', token.as_bytes()).is_some()
+    {
         return Err(AuthError::Malformed);
     }
     Ok(token)
