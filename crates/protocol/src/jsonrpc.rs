@@ -83,21 +83,22 @@ impl RpcError {
     }
 }
 
-/// One message a client may send: never a response, never a batch.
+/// One message a client may send: never a response, never a batch. The
+/// method is borrowed from the body unless it has escapes.
 #[derive(Debug)]
-pub enum ClientMessage {
+pub enum ClientMessage<'a> {
     Request {
         id: Id,
-        method: String,
+        method: Cow<'a, str>,
         params: Option<RawParams>,
     },
     Notification {
-        method: String,
+        method: Cow<'a, str>,
         params: Option<RawParams>,
     },
 }
 
-impl ClientMessage {
+impl ClientMessage<'_> {
     pub fn method(&self) -> &str {
         match self {
             ClientMessage::Request { method, .. } | ClientMessage::Notification { method, .. } => {
@@ -228,7 +229,7 @@ fn invalid(message: &str) -> RpcError {
 /// `-32700`; a batch, a response, `id: null`, a non-integer or non-string id,
 /// `jsonrpc` other than `"2.0"`, a missing or non-string method, non-object
 /// params and duplicate envelope or params keys are `-32600`.
-pub fn parse_client_message(body: &[u8]) -> Result<ClientMessage, RpcError> {
+pub fn parse_client_message(body: &[u8]) -> Result<ClientMessage<'_>, RpcError> {
     let text = std::str::from_utf8(body)
         .map_err(|_| RpcError::new(codes::PARSE_ERROR, "body is not UTF-8"))?;
     // One pass in the common case: an object that reads as an envelope is
@@ -242,12 +243,14 @@ pub fn parse_client_message(body: &[u8]) -> Result<ClientMessage, RpcError> {
     if env.result.is_some() || env.error.is_some() {
         return Err(invalid("clients must not send responses"));
     }
-    match env.jsonrpc.map(|v| serde_json::from_str::<&str>(v.get())) {
-        Some(Ok("2.0")) => {}
+    // The members are valid JSON already: `object::string` reads a string
+    // without another parse (and is `None` for any other type).
+    match env.jsonrpc.and_then(|v| crate::object::string(v.get())) {
+        Some(v) if v == "2.0" => {}
         _ => return Err(invalid("\"jsonrpc\" must be \"2.0\"")),
     }
-    let method = match env.method.map(|v| serde_json::from_str::<String>(v.get())) {
-        Some(Ok(m)) if !m.is_empty() => m,
+    let method = match env.method.map(|v| crate::object::string(v.get())) {
+        Some(Some(m)) if !m.is_empty() => m,
         Some(_) => return Err(invalid("\"method\" must be a non-empty string")),
         None => return Err(invalid("missing \"method\"")),
     };
@@ -286,12 +289,13 @@ fn envelope_slow(text: &str) -> Result<Envelope<'_>, RpcError> {
 fn parse_id(raw: &RawValue) -> Result<Id, RpcError> {
     let text = raw.get();
     if text.starts_with('"') {
-        serde_json::from_str::<String>(text)
-            .map(Id::Str)
-            .map_err(|_| invalid("\"id\" is not a valid string"))
+        crate::object::string(text)
+            .map(|s| Id::Str(s.into_owned()))
+            .ok_or_else(|| invalid("\"id\" is not a valid string"))
     } else {
-        // Only an integer in i64 range parses; 1.0, 1e3, true, null, {} do not.
-        serde_json::from_str::<i64>(text)
+        // Valid JSON already, so Rust's integer syntax is JSON's here: only
+        // an integer in i64 range parses; 1.0, 1e3, true, null, {} do not.
+        text.parse::<i64>()
             .map(Id::Num)
             .map_err(|_| invalid("\"id\" must be a string or an integer"))
     }

@@ -1,7 +1,7 @@
 use super::*;
 use proptest::prelude::*;
 
-fn parse(s: &str) -> Result<ClientMessage, RpcError> {
+fn parse(s: &str) -> Result<ClientMessage<'_>, RpcError> {
     parse_client_message(s.as_bytes())
 }
 

@@ -422,9 +422,9 @@ async fn phases(
     // 7. forward: the method's handler
     let Some(row) = row else {
         return Err(fail(if modern {
-            GatewayError::MethodNotFound(method)
+            GatewayError::MethodNotFound(method.into_owned())
         } else {
-            GatewayError::LegacyMethodNotFound(method)
+            GatewayError::LegacyMethodNotFound(method.into_owned())
         }));
     };
     let request = Request {
