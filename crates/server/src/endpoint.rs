@@ -217,11 +217,19 @@ fn prefers_sse(accept: Option<&HeaderValue>) -> bool {
     let Some(accept) = context::text(accept) else {
         return false;
     };
+    // Bytes, not `str::split(char)`: its searcher costs more than this
+    // header is long (a header value as text is visible ASCII).
     let first = accept
-        .split(',')
-        .map(|m| m.split(';').next().unwrap_or("").trim())
-        .find(|m| *m == "text/event-stream" || *m == "application/json");
-    first == Some("text/event-stream")
+        .as_bytes()
+        .split(|&b| b == b',')
+        .map(|m| {
+            m.split(|&b| b == b';')
+                .next()
+                .unwrap_or_default()
+                .trim_ascii()
+        })
+        .find(|m| *m == b"text/event-stream" || *m == b"application/json");
+    first == Some(b"text/event-stream")
 }
 
 /// The request's server span gets what its access line says.
@@ -452,4 +460,22 @@ async fn read_body(body: Incoming, max: usize) -> Result<Bytes, GatewayError> {
                 ))
             }
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_is_preferred_only_when_named_before_json() {
+        let prefers = |v: &'static str| prefers_sse(Some(&HeaderValue::from_static(v)));
+        assert!(prefers("text/event-stream, application/json"));
+        assert!(prefers(" text/event-stream ;q=0.9 ,application/json"));
+        assert!(prefers("text/html,text/event-stream"));
+        assert!(!prefers("application/json, text/event-stream"));
+        assert!(!prefers("application/json;q=1,text/event-stream"));
+        assert!(!prefers("text/event-streams, application/json"));
+        assert!(!prefers("*/*"));
+        assert!(!prefers_sse(None));
+    }
 }
