@@ -317,9 +317,11 @@ pub struct ServerMessage {
 }
 
 impl ServerMessage {
-    /// Parse one server message (an SSE `data` payload, a stdio line, a JSON body).
-    pub fn parse(bytes: &[u8]) -> Result<ServerMessage, serde_json::Error> {
-        serde_json::from_slice(bytes)
+    /// Parse one server message (an SSE `data` payload, a stdio line, a JSON
+    /// body), as text: read from a `str`, serde_json checks no string's UTF-8
+    /// again (from bytes it checks every string it keeps, `result` included).
+    pub fn parse(text: &str) -> Result<ServerMessage, serde_json::Error> {
+        serde_json::from_str(text)
     }
 
     /// A response carries `result` or `error` and no `method`.

@@ -170,19 +170,18 @@ fn raw_object_keeps_order_and_bytes() {
 
 #[test]
 fn server_messages_parse_all_shapes() {
-    let r =
-        ServerMessage::parse(br#"{"jsonrpc":"2.0","id":"g-1","result":{"a":[1]}}"#).expect("ok");
+    let r = ServerMessage::parse(r#"{"jsonrpc":"2.0","id":"g-1","result":{"a":[1]}}"#).expect("ok");
     assert_eq!(r.id, Some(Id::Str("g-1".into())));
     assert_eq!(r.result.as_deref().map(RawValue::get), Some(r#"{"a":[1]}"#));
     assert!(r.is_response());
     let e = ServerMessage::parse(
-        br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"p"}}"#,
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"p"}}"#,
     )
     .expect("ok");
     assert_eq!(e.id, None);
     assert_eq!(e.error.map(|e| e.code), Some(-32700));
     let n = ServerMessage::parse(
-        br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"p":1}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"p":1}}"#,
     )
     .expect("ok");
     assert!(!n.is_response());

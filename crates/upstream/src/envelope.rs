@@ -213,8 +213,7 @@ pub(crate) enum Incoming {
 }
 
 pub(crate) fn classify(text: &str) -> Result<Incoming, String> {
-    let msg =
-        ServerMessage::parse(text.as_bytes()).map_err(|e| format!("invalid JSON-RPC: {e}"))?;
+    let msg = ServerMessage::parse(text).map_err(|e| format!("invalid JSON-RPC: {e}"))?;
     match (msg.id, msg.method) {
         (Some(id), Some(method)) => Ok(Incoming::ServerRequest {
             id,
