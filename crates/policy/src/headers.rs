@@ -187,6 +187,39 @@ mod tests {
     }
 
     #[test]
+    fn forwarded_in_allow_list_order_with_each_names_values_in_request_order() {
+        let mut h = map(&[("tracestate", "s1"), ("x-other", "1"), ("baggage", "b")]);
+        h.append("traceparent", HeaderValue::from_static("00-abc-def-01"));
+        h.append("tracestate", HeaderValue::from_static("s2"));
+        h.append(
+            "baggage",
+            HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap_or(HeaderValue::from_static("")),
+        );
+        let allow: Vec<String> = ["traceparent", "tracestate", "baggage"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            forwardable_headers(&h, &ForwardList::new(&allow)),
+            pairs(&[
+                ("traceparent", "00-abc-def-01"),
+                ("tracestate", "s1"),
+                ("tracestate", "s2"),
+                ("baggage", "b"),
+            ]),
+            "a value that is not visible ASCII is left out"
+        );
+        assert!(
+            forwardable_headers(&map(&[("x-other", "1")]), &ForwardList::new(&allow)).is_empty()
+        );
+    }
+
+    #[test]
     fn credentials_never_forwarded_even_if_allow_listed() {
         let h = map(&[
             ("authorization", "Bearer client-token"),
