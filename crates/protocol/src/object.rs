@@ -90,28 +90,30 @@ pub enum Sole<'a> {
 /// usually take, without walking every member: the key written nowhere
 /// (`Absent`), or written once and that once as the object's first member or
 /// as its last with a string value (`Once`). Anything else, and any text
-/// with a `\u` escape (a key may be spelled with one), is `Walk`.
+/// with a `\u` escape (a key may be spelled with one), is `Walk`. One search
+/// for the quoted key, over the part of the text another member would be in.
 ///
 /// Why it is exact on valid JSON: a `"` inside a string is escaped, so the
-/// quoted key found by the searcher at the object's start (after `{`), or
-/// the last member read backwards from the closing `}`, is a real key; and
-/// since the key needs no escape, any other spelling of it needs `\u`.
+/// first member's key (right after `{`), or the last member's read backwards
+/// from the closing `}`, is a real key; and since the key needs no escape,
+/// any other spelling of it needs `\u`.
 pub fn sole<'a>(text: &'a str, key: &Key) -> Sole<'a> {
     let bytes = text.as_bytes();
-    let Some(at) = key.quoted.find(bytes) else {
-        return if unicode_escape(bytes) {
-            Sole::Walk
-        } else {
-            Sole::Absent
-        };
-    };
-    let after = at + key.quoted.needle().len();
-    if key.quoted.find(&bytes[after..]).is_some() || unicode_escape(bytes) {
+    let quoted = key.quoted.needle();
+    if unicode_escape(bytes) {
         return Sole::Walk;
     }
     let open = skip_ws(bytes, 0);
-    if bytes.get(open) == Some(&b'{') && skip_ws(bytes, open + 1) == at {
-        // The first member.
+    if bytes.get(open) != Some(&b'{') {
+        return Sole::Walk;
+    }
+    // The first member, written nowhere after.
+    let first = skip_ws(bytes, open + 1);
+    if bytes[first..].starts_with(quoted) {
+        let after = first + quoted.len();
+        if key.quoted.find(&bytes[after..]).is_some() {
+            return Sole::Walk;
+        }
         let colon = skip_ws(bytes, after);
         if bytes.get(colon) != Some(&b':') {
             return Sole::Walk;
@@ -122,30 +124,39 @@ pub fn sole<'a>(text: &'a str, key: &Key) -> Sole<'a> {
             None => Sole::Walk,
         };
     }
-    // The last member, read backwards: `"key" : "value" }`.
-    let Some(close) = last_non_ws(bytes, bytes.len()) else {
-        return Sole::Walk;
-    };
-    let value_last = last_non_ws(bytes, close);
-    if bytes.get(close) != Some(&b'}') || value_last.map(|i| bytes[i]) != Some(b'"') {
-        return Sole::Walk;
+    // The last member, read backwards (`"key" : "value" }`), written nowhere
+    // before.
+    if let Some((key_first, value)) = last_string_member(text) {
+        if bytes[key_first..].starts_with(quoted) {
+            return match key.quoted.find(&bytes[..key_first]) {
+                None => Sole::Once(value),
+                Some(_) => Sole::Walk,
+            };
+        }
     }
-    let value_last = value_last.unwrap_or_default();
-    let Some(value_first) = string_start(bytes, value_last) else {
-        return Sole::Walk;
-    };
-    let colon = last_non_ws(bytes, value_first);
-    let key_last = colon.and_then(|c| last_non_ws(bytes, c));
-    // The key found is this member's key if its opening quote is the key's
-    // own (not an escaped quote inside a longer key).
-    if colon.map(|c| bytes[c]) != Some(b':')
-        || key_last != Some(after - 1)
-        || string_start(bytes, after - 1) != Some(at)
-    {
-        return Sole::Walk;
+    match key.quoted.find(bytes) {
+        None => Sole::Absent,
+        Some(_) => Sole::Walk,
     }
-    text.get(value_first..=value_last)
-        .map_or(Sole::Walk, Sole::Once)
+}
+
+/// The object's last member when its value is a string: where its key's
+/// opening quote is, and the value's raw text.
+fn last_string_member(text: &str) -> Option<(usize, &str)> {
+    let bytes = text.as_bytes();
+    let close = last_non_ws(bytes, bytes.len())?;
+    let value_last = last_non_ws(bytes, close)?;
+    if bytes[close] != b'}' || bytes[value_last] != b'"' {
+        return None;
+    }
+    let value_first = string_start(bytes, value_last)?;
+    let colon = last_non_ws(bytes, value_first)?;
+    let key_last = last_non_ws(bytes, colon)?;
+    if bytes[colon] != b':' || bytes[key_last] != b'"' {
+        return None;
+    }
+    let key_first = string_start(bytes, key_last)?;
+    Some((key_first, text.get(value_first..=value_last)?))
 }
 
 /// Whether `bytes` has `\u` (also where the backslash is itself escaped:
