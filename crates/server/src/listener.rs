@@ -158,10 +158,6 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
     let idle = limits.idle_timeout;
     let mut h1 = http1::Builder::new();
     h1.header_read_timeout(None);
-    // One buffer per response, written with one `write`: cheaper per request
-    // than hyper's vectored queue of head and body (~0.3k instructions); a
-    // large body is copied in pieces of hyper's buffer size.
-    h1.writev(false);
     let mut h2 = http2::Builder::new(TokioExecutor::new());
     h2.timer(hyper_util::rt::TokioTimer::new());
     let builders = Arc::new(Builders { h1, h2 });

@@ -445,11 +445,7 @@ impl Pool {
             *lock(&self.h2) = Some(tx.clone());
             Ok(Conn::H2(tx))
         } else {
-            // Head and body copied into one buffer and written with one
-            // `write`: hyper's vectored queue costs more per request (~0.4k
-            // instructions) than copying a request body does.
             let (tx, conn) = http1::Builder::new()
-                .writev(false)
                 .handshake(io)
                 .await
                 .map_err(|e| connect(&e))?;
