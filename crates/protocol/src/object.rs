@@ -58,8 +58,8 @@ pub fn prepend(text: &str, members: &str) -> Option<String> {
     })
 }
 
-/// A key to look up among an object's top-level members by [`sole`]: the
-/// key and a prebuilt searcher for it quoted, `"key"`.
+/// A key to look up among an object's top-level members by [`sole`]: a
+/// prebuilt searcher for it quoted, `"key"`.
 pub struct Key {
     quoted: memchr::memmem::Finder<'static>,
 }
@@ -684,6 +684,16 @@ mod tests {
         })
     }
 
+    /// The object of `pairs` as serde_json writes it, compact or pretty.
+    fn written(pairs: Vec<(String, Value)>, pretty: bool) -> String {
+        let value = Value::Object(pairs.into_iter().collect());
+        if pretty {
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        } else {
+            serde_json::to_string(&value).unwrap_or_default()
+        }
+    }
+
     proptest! {
         /// Objects with `resultType` members at any place (top level or
         /// nested): whatever `sole` decides, the walk agrees with.
@@ -692,13 +702,7 @@ mod tests {
             pairs in prop::collection::vec((prop_oneof![Just("resultType".to_owned()), ".*".prop_map(String::from)], json()), 0..6),
             pretty in any::<bool>(),
         ) {
-            let value = Value::Object(pairs.into_iter().collect());
-            let text = if pretty {
-                serde_json::to_string_pretty(&value).unwrap_or_default()
-            } else {
-                serde_json::to_string(&value).unwrap_or_default()
-            };
-            agrees_with_the_walk(&text);
+            agrees_with_the_walk(&written(pairs, pretty));
         }
     }
 
@@ -710,12 +714,7 @@ mod tests {
             pairs in prop::collection::vec((".*", json()), 0..8),
             pretty in any::<bool>(),
         ) {
-            let value = Value::Object(pairs.into_iter().collect());
-            let text = if pretty {
-                serde_json::to_string_pretty(&value).unwrap_or_default()
-            } else {
-                serde_json::to_string(&value).unwrap_or_default()
-            };
+            let text = written(pairs, pretty);
             let got: Vec<(String, Value)> = members(&text)
                 .expect("an object")
                 .map(|(k, v)| (k.into_owned(), serde_json::from_str(v).unwrap_or(Value::Bool(false))))
