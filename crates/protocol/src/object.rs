@@ -33,9 +33,11 @@ pub fn string(raw: &str) -> Option<Cow<'_, str>> {
         return None;
     }
     // Most strings (names, versions, `complete`) have no escape: one look
-    // over the contents says so, and they are the contents.
+    // over the contents says so, and they are the contents. (The raw text of
+    // a JSON string holds no control character, so `needs_escape` flags
+    // exactly a quote or a backslash.)
     if let Some(inner) = raw[1..].strip_suffix('"') {
-        if !quote_or_backslash(inner.as_bytes()) {
+        if !needs_escape(inner) {
             return Some(Cow::Borrowed(inner));
         }
     }
@@ -300,25 +302,6 @@ fn string_end(bytes: &[u8], start: usize) -> Option<(usize, bool)> {
 const QUOTES: u64 = u64::from_ne_bytes([b'"'; 8]);
 const BACKSLASHES: u64 = u64::from_ne_bytes([b'\\'; 8]);
 
-/// Whether `bytes` has a `"` or a `\\`: a word at a time for the short
-/// strings `string` sees (memchr's set-up costs more than they take), memchr
-/// past 64 bytes.
-fn quote_or_backslash(bytes: &[u8]) -> bool {
-    if bytes.len() > 64 {
-        return memchr::memchr2(b'"', b'\\', bytes).is_some();
-    }
-    let mut words = bytes.chunks_exact(8);
-    for chunk in words.by_ref() {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let word = u64::from_ne_bytes(word);
-        if zero_bytes(word ^ QUOTES) | zero_bytes(word ^ BACKSLASHES) != 0 {
-            return true;
-        }
-    }
-    words.remainder().iter().any(|&b| b == b'"' || b == b'\\')
-}
-
 /// Whether `s` has a byte JSON writes escaped inside a string: `"`, `\\` or a
 /// control character below 0x20 (what serde_json escapes). Eight bytes at a
 /// time: the writers call this for every key, method and id they copy, and
@@ -532,28 +515,6 @@ mod tests {
             let written = serde_json::to_string(s).unwrap_or_default();
             assert_eq!(needs_escape(s), written != format!("\"{s}\""), "{s:?}");
         }
-    }
-
-    #[test]
-    fn quote_or_backslash_agrees_with_a_bytewise_reading() {
-        // Every length across the word loop, the tail and the memchr cut-off,
-        // with each of the two bytes (and a near miss) at every offset.
-        for len in 0..80 {
-            let plain = vec![b'a'; len];
-            assert!(!quote_or_backslash(&plain), "{len}");
-            for at in 0..len {
-                for (byte, want) in [(b'"', true), (b'\\', true), (b'#', false), (b'|', false)] {
-                    let mut s = plain.clone();
-                    s[at] = byte;
-                    assert_eq!(quote_or_backslash(&s), want, "{len} {at} {byte}");
-                }
-            }
-        }
-        assert_eq!(
-            string(r#""a\"b""#).as_deref(),
-            Some("a\"b"),
-            "an escape takes the slow path"
-        );
     }
 
     #[test]
