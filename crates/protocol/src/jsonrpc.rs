@@ -243,13 +243,13 @@ pub fn parse_client_message(body: &[u8]) -> Result<ClientMessage<'_>, RpcError> 
     if env.result.is_some() || env.error.is_some() {
         return Err(invalid("clients must not send responses"));
     }
-    // The members are valid JSON already: `object::string` reads a string
-    // without another parse (and is `None` for any other type).
-    match env.jsonrpc.and_then(|v| crate::object::string(v.get())) {
+    // The members are valid JSON already: `raw_str` reads a string without
+    // another parse (and is `None` for any other type).
+    match env.jsonrpc.and_then(raw_str) {
         Some(v) if v == "2.0" => {}
         _ => return Err(invalid("\"jsonrpc\" must be \"2.0\"")),
     }
-    let method = match env.method.map(|v| crate::object::string(v.get())) {
+    let method = match env.method.map(raw_str) {
         Some(Some(m)) if !m.is_empty() => m,
         Some(_) => return Err(invalid("\"method\" must be a non-empty string")),
         None => return Err(invalid("missing \"method\"")),
@@ -289,7 +289,7 @@ fn envelope_slow(text: &str) -> Result<Envelope<'_>, RpcError> {
 fn parse_id(raw: &RawValue) -> Result<Id, RpcError> {
     let text = raw.get();
     if text.starts_with('"') {
-        crate::object::string(text)
+        raw_str(raw)
             .map(|s| Id::Str(s.into_owned()))
             .ok_or_else(|| invalid("\"id\" is not a valid string"))
     } else {
