@@ -4,6 +4,7 @@
 
 mod auth;
 mod dual;
+mod h1;
 mod pool;
 mod wire;
 

@@ -1,26 +1,27 @@
-//! The connections to one upstream: Junction's own pool over hyper's
-//! connection API.
+//! The connections to one upstream: HTTP/1.1 connections of Junction's own
+//! ([`h1`]), and hyper's HTTP/2 connection API for https upstreams that pick
+//! `h2` by ALPN.
 //!
 //! One `Pool` serves one upstream URL, so it needs no map keyed by origin:
 //! HTTP/1.1 connections wait in a stack (the most recently used first), an
-//! HTTP/2 connection (https upstreams that pick `h2` by ALPN) is shared by
-//! every request and runs in a task of its own.
+//! HTTP/2 connection is shared by every request and runs in a task of its
+//! own.
 //!
-//! An HTTP/1.1 connection has no task: it is a [`Link`], hyper's sender and
-//! connection future together, and the request that holds it polls the
-//! connection itself, first while waiting for the answer's head, then from
-//! its body ([`Leased`]). So a request and its answer cost no hand-off to
-//! another task and no wake of one (issue 26: one task and two cross-task
-//! wakes less per call). The link goes back to the pool when the answer's body
-//! has been read to the end; a body dropped before its end takes its
-//! connection with it (dropping the connection closes it). Connections idle
-//! for longer than `IDLE_LIMIT` are closed by one task per pool.
+//! An HTTP/1.1 connection has no task: it is a [`Link`], which the request
+//! holding it reads and writes itself, first for the answer's head, then
+//! from its body ([`Leased`]). So a request and its answer cost no hand-off
+//! to another task and no wake of one. The link goes back to the pool when
+//! the answer's body has been read to the end; a body dropped before its end
+//! takes its connection with it (dropping the connection closes it).
+//! Connections idle for longer than `IDLE_LIMIT` are closed by one task per
+//! pool.
 //!
-//! Nothing polls an idle HTTP/1.1 connection, so one the upstream closed
-//! while it sat idle is noticed when it is next taken (the idle check polls it
-//! once, and `is_closed`), by the idle task, or, in a race, by hyper handing
-//! the request back unsent (`try_send_request`): then the request goes out on
-//! the next connection. A request that reached the wire is never sent twice.
+//! Nothing reads an idle HTTP/1.1 connection, so its socket's wake goes to
+//! that task ([`IdleWake`]), which drops one the upstream closed; one closed
+//! in a race is dropped when it is next taken (the idle check reads it
+//! once). A request is sent again on another connection only when not one
+//! byte of it was written: a request that reached the wire is never sent
+//! twice.
 
 use std::error::Error as StdError;
 use std::future::Future;
@@ -31,22 +32,22 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::task::AtomicWaker;
 use http::header::{HeaderValue, HOST};
-use http::{Request, Response, Uri};
+use http::{HeaderMap, Method, Request, Response, Uri};
 use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::client::conn::{http1, http2};
+use hyper::client::conn::http2;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::{Connection, HttpConnector};
 use hyper_util::rt::TokioExecutor;
 use tokio::time::Instant;
 use tower_service::Service;
 
+use super::h1::{self, Failure, Framing};
 use crate::lock;
 use crate::UpstreamError;
 
-pub(crate) type ReqBody = Full<Bytes>;
+type ReqBody = Full<Bytes>;
 
 /// Idle HTTP/1.1 connections kept per upstream; more are closed when they
 /// come back (the upstream's own keep-alive limit usually closes them sooner).
@@ -63,163 +64,43 @@ struct Idle {
     since: Instant,
 }
 
-/// What the connector hands back: TCP, or TLS over TCP.
-type Io = <HttpsConnector<HttpConnector> as Service<Uri>>::Response;
-
-/// An HTTP/1.1 connection driven by the request that holds it: hyper's
-/// sender, and its connection future, polled by [`Link::poll_with`] instead
-/// of by a task of its own.
+/// An HTTP/1.1 connection ([`h1::Conn`]), counted as open while it lives.
 pub(crate) struct Link {
-    tx: http1::SendRequest<ReqBody>,
-    /// `None` once the connection future has ended. Dropped then, not kept:
-    /// a request still queued in hyper's channel is handed back only when
-    /// the connection is dropped (a task of its own would drop it on
-    /// return). Boxed: hyper's connection state (buffers, parser) stays put
-    /// while the link moves between the pool and the requests holding it.
-    conn: Option<Pin<Box<http1::Connection<Io, ReqBody>>>>,
-    wakes: Arc<LinkWakes>,
-    /// `wakes` as a waker: the one the connection always gets, so what it
-    /// stores compares equal (`will_wake`) from poll to poll.
+    conn: h1::Conn,
+    /// What its socket wakes while it sits idle; `waker` is the same.
+    wakes: Arc<IdleWake>,
     waker: Waker,
-    /// Counted as open while it lives.
     _open: Open,
 }
 
-/// How many times in a row a link's connection is driven again in place
-/// because it woke itself, before the wake goes to the task.
-const ROUNDS: usize = 4;
-
-/// The waker a link's connection gets. A wake while the holder is polling
-/// it (`busy`) is noted and handled in place: hyper's answer body wakes its
-/// connection each time a chunk is taken, and that wake comes from the very
-/// poll that drives the connection, so sending it to the task would poll the
-/// whole request again for nothing. Any other wake (the socket, from the IO
-/// driver) goes to the task holding the link, or, while the link is idle
-/// (no task), to the pool's reaper, which looks at the idle connections.
-struct LinkWakes {
-    busy: AtomicBool,
-    /// Set by every wake, cleared just before each drive: whether the
-    /// connection may have something to do.
-    woken: AtomicBool,
-    task: AtomicWaker,
-    idle: Arc<tokio::sync::Notify>,
+impl Link {
+    /// Whether the link can take a request now; `idle` says whether it will
+    /// then sit in the pool (its socket's wakes go to the reaper) or not.
+    fn usable(&mut self, idle: bool) -> bool {
+        self.wakes.idle.store(idle, Ordering::Relaxed);
+        self.conn.poll_idle(&mut Context::from_waker(&self.waker))
+    }
 }
 
-impl Wake for LinkWakes {
+/// The waker an HTTP/1.1 connection's socket is left with between requests.
+/// While the connection sits in the pool, a wake tells the pool's reaper (the
+/// upstream closed it, mostly); once a request holds it, the request's own
+/// reads register its task, and a wake left over from the idle check is
+/// ignored rather than sending the reaper over every idle connection.
+struct IdleWake {
+    idle: AtomicBool,
+    reaper: Arc<tokio::sync::Notify>,
+}
+
+impl Wake for IdleWake {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        // `woken` before `busy`, and the holder clears `busy` before it reads
-        // `woken` a last time: a wake that finds `busy` set is seen.
-        self.woken.store(true, Ordering::SeqCst);
-        if !self.busy.load(Ordering::SeqCst) {
-            match self.task.take() {
-                Some(task) => task.wake(),
-                None => self.idle.notify_one(),
-            }
+        if self.idle.load(Ordering::Relaxed) {
+            self.reaper.notify_one();
         }
-    }
-}
-
-impl Link {
-    fn new(
-        tx: http1::SendRequest<ReqBody>,
-        conn: http1::Connection<Io, ReqBody>,
-        open: Open,
-        idle: Arc<tokio::sync::Notify>,
-    ) -> Link {
-        let wakes = Arc::new(LinkWakes {
-            busy: AtomicBool::new(false),
-            // Never polled yet: nothing has registered to wake it.
-            woken: AtomicBool::new(true),
-            task: AtomicWaker::new(),
-            idle,
-        });
-        Link {
-            tx,
-            conn: Some(Box::pin(conn)),
-            waker: Waker::from(wakes.clone()),
-            wakes,
-            _open: open,
-        }
-    }
-
-    /// Polls `f` (what waits on the connection: the answer's head, its body)
-    /// and drives the connection until `f` is ready or the connection can do
-    /// nothing more for now; then `cx` is woken when it can. `f` gets a
-    /// context that wakes no one: only driving the connection makes it
-    /// ready, and it is polled again right after.
-    ///
-    /// The connection is driven only when it was woken since it was last
-    /// driven (a new link starts woken): whatever it waits for (the socket,
-    /// a request queued by `f`, a body asking for more) wakes it. The task
-    /// holding a link is also polled for reasons of its own (its client's
-    /// connection: hyper's request body hand-off wakes it about once a
-    /// call), and such a poll finds nothing to do here (issue 26: ~0.6
-    /// connection polls a call, ~3k instructions each).
-    fn poll_with<T>(
-        &mut self,
-        cx: &mut Context<'_>,
-        mut f: impl FnMut(&mut Context<'_>) -> Poll<T>,
-    ) -> Poll<T> {
-        self.wakes.task.register(cx.waker());
-        self.wakes.busy.store(true, Ordering::SeqCst);
-        let mut quiet = Context::from_waker(Waker::noop());
-        let mut rounds = 0;
-        let out = loop {
-            if let Poll::Ready(v) = f(&mut quiet) {
-                break Poll::Ready(v);
-            }
-            if rounds == ROUNDS || !self.wakes.woken.load(Ordering::SeqCst) {
-                break Poll::Pending;
-            }
-            rounds += 1;
-            self.wakes.woken.store(false, Ordering::SeqCst);
-            self.drive();
-        };
-        self.wakes.busy.store(false, Ordering::SeqCst);
-        if out.is_pending() && self.wakes.woken.load(Ordering::SeqCst) {
-            cx.waker().wake_by_ref();
-        }
-        out
-    }
-
-    /// Lets the connection read and write what it can. Its end (the upstream
-    /// closed it, or it broke) is noted, and what waits on it then sees the
-    /// error.
-    fn drive(&mut self) {
-        let Some(conn) = &mut self.conn else { return };
-        if let Poll::Ready(result) = conn.as_mut().poll(&mut Context::from_waker(&self.waker)) {
-            self.conn = None;
-            if let Err(e) = result {
-                tracing::debug!(error = %chain(&e), "upstream connection ended");
-            }
-        }
-    }
-
-    /// Marks the link as being polled by its holder until the next
-    /// [`Link::poll_with`] ends: wakes until then are the holder's.
-    fn hold(&self) {
-        self.wakes.busy.store(true, Ordering::SeqCst);
-    }
-
-    /// Drives the connection with no task to wake: for one about to sit idle
-    /// (its last answer ended) or being checked while idle. The request that
-    /// takes it next registers its own task.
-    fn settle(&mut self) {
-        drop(self.wakes.task.take());
-        // A wake from this very poll is the connection's own; only a later
-        // one (the socket, while idle) is for the reaper.
-        self.hold();
-        self.wakes.woken.store(false, Ordering::SeqCst);
-        self.drive();
-        self.wakes.busy.store(false, Ordering::SeqCst);
-    }
-
-    fn is_closed(&self) -> bool {
-        self.conn.is_none() || self.tx.is_closed()
     }
 }
 
@@ -240,6 +121,8 @@ pub(crate) enum SendError {
     Connect(String),
     /// The connection broke while the request was sent or answered.
     Failed(String),
+    /// The answer's head is not HTTP/1.1 Junction can read.
+    Invalid(String),
 }
 
 enum Conn {
@@ -252,7 +135,7 @@ pub(crate) struct Pool {
     /// The upstream URL: what is connected to, and the HTTP/2 request target.
     url: Uri,
     /// The HTTP/1.1 request target (origin form) and `Host`.
-    path: Uri,
+    path: String,
     host: HeaderValue,
     idle: Mutex<Vec<Idle>>,
     h2: Mutex<Option<http2::SendRequest<ReqBody>>>,
@@ -266,7 +149,7 @@ pub(crate) struct Pool {
     protocol: AtomicU8,
     /// Taken to connect while `protocol` is not HTTP/1.1 ([`Pool::connect_one`]).
     connecting: tokio::sync::Mutex<()>,
-    /// Notified when an idle HTTP/1.1 connection is woken ([`LinkWakes`]).
+    /// Notified when an idle HTTP/1.1 connection's socket wakes ([`IdleWake`]).
     idle_woken: Arc<tokio::sync::Notify>,
 }
 
@@ -298,7 +181,8 @@ impl Pool {
             .map(|p| p.as_str())
             .unwrap_or("/")
             .parse::<Uri>()
-            .map_err(|e| bad(format!("upstream URL {url}: {e}")))?;
+            .map_err(|e| bad(format!("upstream URL {url}: {e}")))?
+            .to_string();
         // Only TLS can negotiate h2 (ALPN); plain http is HTTP/1.1.
         let protocol = if url.scheme_str() == Some("https") {
             UNKNOWN
@@ -306,6 +190,7 @@ impl Pool {
             HTTP1
         };
         Ok(Pool {
+            idle_woken: Arc::default(),
             connector,
             url,
             path,
@@ -317,15 +202,15 @@ impl Pool {
             counters: OnceLock::new(),
             protocol: AtomicU8::new(protocol),
             connecting: tokio::sync::Mutex::new(()),
-            idle_woken: Arc::default(),
         })
     }
 
-    /// Sends `req` (its URI is replaced by this upstream's) on a pooled or new
-    /// connection.
+    /// Sends one request on a pooled or new connection.
     pub(crate) async fn send(
         self: &Arc<Self>,
-        mut req: Request<ReqBody>,
+        method: Method,
+        headers: HeaderMap,
+        body: Bytes,
     ) -> Result<Response<Leased>, SendError> {
         loop {
             let (conn, reused) = match self.checkout() {
@@ -334,34 +219,37 @@ impl Pool {
                 // connecting; inline they would grow every request's state.
                 None => Box::pin(self.connect_one()).await?,
             };
-            let unsent = match conn {
+            match conn {
                 Conn::H1(mut link) => {
-                    *req.uri_mut() = self.path.clone();
-                    req.headers_mut().insert(HOST, self.host.clone());
-                    // Queuing the request wakes the connection: held, so
-                    // that wake is this request's own, not the reaper's.
-                    link.hold();
-                    let mut sent = std::pin::pin!(link.tx.try_send_request(req));
-                    let answered =
-                        std::future::poll_fn(|cx| link.poll_with(cx, |q| sent.as_mut().poll(q)))
-                            .await;
-                    match answered {
-                        Ok(resp) => return Ok(self.lease(resp, Some(link))),
-                        Err(mut e) => match e.take_message() {
-                            Some(back) if reused => back,
-                            _ => return Err(SendError::Failed(chain(e.error()))),
-                        },
+                    let target = &self.path;
+                    let sent = link
+                        .conn
+                        .send(&method, target, &self.host, &headers, &body)
+                        .await;
+                    let head = match sent {
+                        Ok(()) => link.conn.read_head().await,
+                        Err(e) => Err(e),
+                    };
+                    match head {
+                        Ok(head) => return Ok(self.lease_h1(head, link)),
+                        Err(Failure::Unsent(_)) if reused => {}
+                        Err(Failure::Unsent(e) | Failure::Broken(e)) => {
+                            return Err(SendError::Failed(e.to_string()))
+                        }
+                        Err(Failure::Invalid(m)) => return Err(SendError::Invalid(m)),
                     }
                 }
                 Conn::H2(mut tx) => {
+                    let mut req = Request::new(Full::new(body.clone()));
+                    *req.method_mut() = method.clone();
                     *req.uri_mut() = self.url.clone();
+                    *req.headers_mut() = headers.clone();
                     req.headers_mut().remove(HOST);
                     match tx.try_send_request(req).await {
-                        Ok(resp) => return Ok(self.lease(resp, None)),
+                        Ok(resp) => return Ok(resp.map(|body| Leased(Answer::H2(body)))),
                         Err(mut e) => match e.take_message() {
-                            Some(back) if reused => {
+                            Some(_) if reused => {
                                 lock(&self.h2).take();
-                                back
                             }
                             _ => return Err(SendError::Failed(chain(e.error()))),
                         },
@@ -369,7 +257,6 @@ impl Pool {
                 }
             };
             tracing::debug!(url = %self.url, "pooled connection closed before the request left; retrying on another");
-            req = unsent;
         }
     }
 
@@ -383,21 +270,11 @@ impl Pool {
             }
         }
         let mut idle = lock(&self.idle);
-        // From the most recently returned down; `swap_remove` only moves an
-        // element already looked at.
-        let mut i = idle.len();
-        while i > 0 {
-            i -= 1;
-            let link = &mut idle[i].link;
-            if !link.tx.is_ready() {
-                // Not yet marked idle by hyper, or closed by the upstream
-                // since: one poll tells.
-                link.settle();
-            }
-            if link.is_closed() {
-                idle.swap_remove(i);
-            } else if link.tx.is_ready() {
-                return Some(Conn::H1(idle.swap_remove(i).link));
+        // The most recently returned first; one the upstream closed (or sent
+        // something on) while it sat idle is dropped.
+        while let Some(mut i) = idle.pop() {
+            if i.link.usable(false) {
+                return Some(Conn::H1(i.link));
             }
         }
         None
@@ -445,16 +322,16 @@ impl Pool {
             *lock(&self.h2) = Some(tx.clone());
             Ok(Conn::H2(tx))
         } else {
-            let (tx, conn) = http1::Builder::new()
-                .handshake(io)
-                .await
-                .map_err(|e| connect(&e))?;
-            Ok(Conn::H1(Link::new(
-                tx,
-                conn,
-                self.opened(),
-                self.idle_woken.clone(),
-            )))
+            let wakes = Arc::new(IdleWake {
+                idle: AtomicBool::new(false),
+                reaper: self.idle_woken.clone(),
+            });
+            Ok(Conn::H1(Link {
+                conn: h1::Conn::new(h1::Stream::new(io)),
+                waker: Waker::from(wakes.clone()),
+                wakes,
+                _open: self.opened(),
+            }))
         }
     }
 
@@ -485,25 +362,26 @@ impl Pool {
         });
     }
 
-    fn lease(self: &Arc<Self>, resp: Response<Incoming>, link: Option<Link>) -> Response<Leased> {
-        resp.map(|body| {
-            let mut body = Leased {
-                body,
-                home: link.map(|link| (self.clone(), link)),
-            };
-            // Nothing to read (a 202, a HEAD-like answer): back right away.
-            if body.body.is_end_stream() {
-                body.release();
-            }
-            body
-        })
+    fn lease_h1(self: &Arc<Self>, head: h1::Head, link: Link) -> Response<Leased> {
+        let mut body = H1Body {
+            framing: head.body,
+            keep_alive: head.keep_alive,
+            home: Some((self.clone(), link)),
+        };
+        // Nothing to read (a 202 with no body, a 204): back right away.
+        if body.framing.is_done() {
+            body.release();
+        }
+        let mut resp = Response::new(Leased(Answer::H1(body)));
+        *resp.status_mut() = head.status;
+        *resp.headers_mut() = head.headers;
+        resp
     }
 
     fn put_back(self: &Arc<Self>, mut link: Link) {
-        // Lets hyper finish the answer (keep-alive or close) before the link
-        // waits: an idle link is polled by no one.
-        link.settle();
-        if link.is_closed() {
+        // Its socket's next wake is the reaper's: an idle link is polled by
+        // no one else.
+        if !link.usable(true) {
             return;
         }
         {
@@ -544,10 +422,7 @@ impl Pool {
                 }
                 let Some(pool) = pool.upgrade() else { return };
                 let limit = pool.idle_limit;
-                lock(&pool.idle).retain_mut(|i| {
-                    i.link.settle();
-                    !i.link.is_closed() && i.since.elapsed() < limit
-                });
+                lock(&pool.idle).retain_mut(|i| i.link.usable(true) && i.since.elapsed() < limit);
             }
         });
     }
@@ -567,51 +442,82 @@ fn host_header(url: &Uri) -> String {
     }
 }
 
-/// An answer's body; reading it drives its HTTP/1.1 connection, which goes
-/// back to the pool once the body has been read to the end.
-pub(crate) struct Leased {
-    body: Incoming,
+/// An answer's body. An HTTP/1.1 connection goes back to the pool once its
+/// body has been read to the end; dropped before then, it is closed.
+pub(crate) struct Leased(Answer);
+
+enum Answer {
+    H1(H1Body),
+    H2(Incoming),
+}
+
+struct H1Body {
+    framing: Framing,
+    keep_alive: bool,
+    /// `None` once the body has ended (the link went back, or was dropped).
     home: Option<(Arc<Pool>, Link)>,
 }
 
-impl Leased {
+impl H1Body {
     fn release(&mut self) {
         if let Some((pool, link)) = self.home.take() {
-            pool.put_back(link);
+            if self.keep_alive && self.framing.is_done() {
+                pool.put_back(link);
+            }
         }
     }
 }
 
 impl Body for Leased {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = std::io::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let this = self.get_mut();
-        let body = &mut this.body;
-        let polled = match &mut this.home {
-            Some((_, link)) => link.poll_with(cx, |q| Pin::new(&mut *body).poll_frame(q)),
-            None => Pin::new(body).poll_frame(cx),
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let body = match &mut self.get_mut().0 {
+            Answer::H2(body) => {
+                return Pin::new(body).poll_frame(cx).map_err(std::io::Error::other)
+            }
+            Answer::H1(body) => body,
         };
-        // The end is also the last chunk of a body of known length, after
-        // which a reader that checks `is_end_stream` stops polling.
+        let Some((_, link)) = &mut body.home else {
+            return Poll::Ready(None);
+        };
+        let polled = link.conn.poll_data(cx, &mut body.framing);
         match &polled {
-            Poll::Ready(None) => this.release(),
-            Poll::Ready(Some(Ok(_))) if this.body.is_end_stream() => this.release(),
+            // The end is also the last data of a body of known length,
+            // after which a reader that checks `is_end_stream` stops polling.
+            Poll::Ready(None) => body.release(),
+            Poll::Ready(Some(Ok(_))) if body.framing.is_done() => body.release(),
+            // A broken body takes its connection with it.
+            Poll::Ready(Some(Err(_))) => drop(body.home.take()),
             _ => {}
         }
-        polled
+        polled.map(|d| d.map(|d| d.map(Frame::data)))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        match &self.0 {
+            Answer::H2(body) => body.is_end_stream(),
+            Answer::H1(body) => body.home.is_none() || body.framing.is_done(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        match &self.0 {
+            Answer::H2(body) => body.size_hint(),
+            Answer::H1(H1Body {
+                framing: Framing::Length(n),
+                ..
+            }) => SizeHint::with_exact(*n),
+            Answer::H1(H1Body {
+                framing: Framing::Done,
+                ..
+            }) => SizeHint::with_exact(0),
+            Answer::H1(_) => SizeHint::default(),
+        }
     }
 }
 
@@ -689,7 +595,7 @@ mod tests {
     async fn ok_call(pool: &Arc<Pool>) {
         use http_body_util::BodyExt;
         let resp = pool
-            .send(Request::new(ReqBody::default()))
+            .send(Method::POST, HeaderMap::new(), Bytes::new())
             .await
             .ok()
             .unwrap();
@@ -716,5 +622,45 @@ mod tests {
         }
         // The pool still serves: a new connection.
         ok_call(&pool).await;
+    }
+
+    #[tokio::test]
+    async fn an_idle_connection_the_upstream_closes_is_dropped_at_once() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        tokio::spawn(async move {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = tcp.read(&mut buf).await;
+            let _ = tcp
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                .await;
+            // Kept alive as far as the answer says; closed a moment later,
+            // once the connection sits idle in the pool.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        });
+        let pool =
+            Arc::new(Pool::new(super::super::wire::build_connector(None).unwrap(), url).unwrap());
+        let counters = crate::ConnCounters {
+            opened: prometheus::IntCounter::new("opened", "opened").unwrap(),
+            open: prometheus::IntGauge::new("open", "open").unwrap(),
+        };
+        pool.count_connections(counters.clone());
+        ok_call(&pool).await;
+        assert_eq!(lock(&pool.idle).len(), 1, "kept alive");
+        assert_eq!(counters.open.get(), 1);
+        // Well before the reaper's first tick (30 s).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while counters.open.get() > 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the closed idle connection is still counted open"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(lock(&pool.idle).is_empty());
     }
 }

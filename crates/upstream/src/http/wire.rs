@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
-use http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
-use http_body_util::{BodyExt, Full};
+use http::{HeaderMap, Method, Response, StatusCode, Uri};
+use http_body_util::BodyExt;
 use hyper::body::Body as _;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -185,12 +185,10 @@ impl Wire {
             // not say so (the Python SDK answers 406).
             headers.insert(ACCEPT, SSE);
         }
-        let mut req = Request::new(Full::new(Bytes::from(body)));
-        *req.method_mut() = method;
-        *req.headers_mut() = headers;
-        match self.pool.send(req).await {
+        match self.pool.send(method, headers, Bytes::from(body)).await {
             Ok(resp) => Ok(resp),
             Err(SendError::Connect(e)) => Err(UpstreamError::Unavailable(e)),
+            Err(SendError::Invalid(e)) => Err(UpstreamError::Protocol(e)),
             Err(SendError::Failed(e)) => {
                 tracing::debug!(upstream = %self.upstream, error = %e, "upstream request failed after connect");
                 Err(UpstreamError::Closed)

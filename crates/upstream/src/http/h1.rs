@@ -1,0 +1,595 @@
+//! One HTTP/1.1 client connection to an upstream, Junction's own: a request
+//! is written with one `write` (head and a small body together), the answer's
+//! head is parsed by `httparse` (hyper's own parser), and its body is framed
+//! here (`Content-Length`, chunked, or until the connection closes).
+//!
+//! It replaced hyper's client connection for plain and TLS HTTP/1.1 upstreams
+//! (issue 26): hyper's dispatcher, request channel and body channel cost about
+//! 12 k instructions a call, for a request Junction has whole in hand and an
+//! answer it reads in order. What this connection does not do, because
+//! Junction never asks for it: pipelining, `Expect: 100-continue`, upgrades,
+//! request bodies streamed while the answer arrives. An answer is refused
+//! (the call fails with a protocol error) when its head is larger than
+//! [`MAX_HEAD`], has more than [`MAX_HEADERS`] fields, switches protocols, or
+//! frames its body ambiguously (two different `Content-Length`s); a chunk or
+//! trailer section that breaks the grammar ends the body with an error.
+//!
+//! The connection is reused only when the answer said nothing against it
+//! (HTTP/1.1 without `Connection: close`), its body was framed by length or
+//! chunks and read to the end, and nothing arrived after it.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::{HeaderMap, Method, StatusCode};
+use hyper_rustls::MaybeHttpsStream;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// The largest answer head (status line and fields) accepted, and the
+/// largest chunk-size line or trailer section.
+pub(crate) const MAX_HEAD: usize = 64 * 1024;
+
+/// The most header fields an answer may have (hyper's default too).
+pub(crate) const MAX_HEADERS: usize = 100;
+
+/// How much room a read asks for.
+const READ_SIZE: usize = 8 * 1024;
+
+/// A request body up to this size is copied behind the head and written with
+/// it; a larger one is written on its own, from where it is.
+const INLINE_BODY: usize = 16 * 1024;
+
+/// The socket: plain TCP as it is, TLS through the connector's stream.
+pub(crate) enum Stream {
+    Plain(TcpStream),
+    Tls(Box<TokioIo<MaybeHttpsStream<TokioIo<TcpStream>>>>),
+}
+
+impl Stream {
+    pub(crate) fn new(io: MaybeHttpsStream<TokioIo<TcpStream>>) -> Stream {
+        match io {
+            MaybeHttpsStream::Http(tcp) => Stream::Plain(tcp.into_inner()),
+            tls => Stream::Tls(Box::new(TokioIo::new(tls))),
+        }
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_shutdown(cx),
+        }
+    }
+}
+
+/// Why an exchange failed.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// Not one byte of the request was written: it may go out on another
+    /// connection.
+    Unsent(io::Error),
+    /// The connection broke after the request (or part of it) was written.
+    Broken(io::Error),
+    /// The answer is not HTTP/1.1 Junction can read.
+    Invalid(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Unsent(e) | Failure::Broken(e) => e.fmt(f),
+            Failure::Invalid(m) => f.write_str(m),
+        }
+    }
+}
+
+/// An answer's head, and how its body is framed.
+pub(crate) struct Head {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Framing,
+    /// The answer allows the connection to carry another request.
+    pub(crate) keep_alive: bool,
+}
+
+/// How much of an answer's body is left, and how its end is known.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// `Content-Length`: this many bytes are left.
+    Length(u64),
+    Chunked(Chunk),
+    /// Until the upstream closes the connection.
+    Close,
+    /// Read to its end.
+    Done,
+}
+
+/// Where a chunked body's reading is.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Chunk {
+    Size,
+    Data(u64),
+    /// The CRLF after a chunk's data.
+    DataEnd,
+    /// Trailer fields up to the empty line; how many bytes they took so far.
+    Trailers(usize),
+}
+
+impl Framing {
+    pub(crate) fn is_done(&self) -> bool {
+        matches!(self, Framing::Done | Framing::Length(0))
+    }
+}
+
+/// One HTTP/1.1 connection: its socket and what was read but not yet used.
+pub(crate) struct Conn {
+    io: Stream,
+    buf: BytesMut,
+}
+
+impl Conn {
+    pub(crate) fn new(io: Stream) -> Conn {
+        Conn {
+            io,
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// Writes one request: `target` in origin form, `host` as `Host`,
+    /// `headers` (any hop-by-hop or framing field among them is left out:
+    /// the framing is this connection's), and `body` with its length.
+    pub(crate) async fn send(
+        &mut self,
+        method: &Method,
+        target: &str,
+        host: &HeaderValue,
+        headers: &HeaderMap,
+        body: &Bytes,
+    ) -> Result<(), Failure> {
+        let inline = body.len() <= INLINE_BODY;
+        let head = encode(method, target, host, headers, body, inline);
+        let mut written = 0;
+        let first = std::future::poll_fn(|cx| self.poll_write_all(cx, &head, &mut written)).await;
+        if let Err(e) = first {
+            return Err(if written == 0 {
+                Failure::Unsent(e)
+            } else {
+                Failure::Broken(e)
+            });
+        }
+        if !inline {
+            let mut done = 0;
+            std::future::poll_fn(|cx| self.poll_write_all(cx, body, &mut done))
+                .await
+                .map_err(Failure::Broken)?;
+        }
+        std::future::poll_fn(|cx| Pin::new(&mut self.io).poll_flush(cx))
+            .await
+            .map_err(Failure::Broken)
+    }
+
+    fn poll_write_all(
+        &mut self,
+        cx: &mut Context<'_>,
+        data: &[u8],
+        written: &mut usize,
+    ) -> Poll<io::Result<()>> {
+        while *written < data.len() {
+            let n = std::task::ready!(Pin::new(&mut self.io).poll_write(cx, &data[*written..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            *written += n;
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Reads the answer's head (informational `1xx` answers are skipped).
+    pub(crate) async fn read_head(&mut self) -> Result<Head, Failure> {
+        std::future::poll_fn(|cx| self.poll_head(cx)).await
+    }
+
+    fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<Result<Head, Failure>> {
+        loop {
+            if !self.buf.is_empty() {
+                match parse_head(&mut self.buf)? {
+                    Some(head) => return Poll::Ready(Ok(head)),
+                    None if self.buf.len() >= MAX_HEAD => {
+                        return Poll::Ready(Err(Failure::Invalid(format!(
+                            "answer head larger than {MAX_HEAD} bytes"
+                        ))))
+                    }
+                    None => {}
+                }
+            }
+            let n = std::task::ready!(self.poll_fill(cx)).map_err(Failure::Broken)?;
+            if n == 0 {
+                return Poll::Ready(Err(Failure::Broken(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "connection closed before the answer's head",
+                ))));
+            }
+        }
+    }
+
+    /// Reads more into the buffer: the number of bytes read, 0 at the end.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        if self.buf.capacity() - self.buf.len() < READ_SIZE / 4 {
+            self.buf.reserve(READ_SIZE);
+        }
+        tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buf)
+    }
+
+    /// The answer body's next data, `None` at its end (`body` is `Done`
+    /// then).
+    pub(crate) fn poll_data(
+        &mut self,
+        cx: &mut Context<'_>,
+        body: &mut Framing,
+    ) -> Poll<Option<io::Result<Bytes>>> {
+        loop {
+            match body {
+                Framing::Done => return Poll::Ready(None),
+                Framing::Length(0) => {
+                    *body = Framing::Done;
+                    return Poll::Ready(None);
+                }
+                Framing::Length(left) => {
+                    if let Some(data) = take(&mut self.buf, left) {
+                        return Poll::Ready(Some(Ok(data)));
+                    }
+                }
+                Framing::Close => {
+                    if !self.buf.is_empty() {
+                        return Poll::Ready(Some(Ok(self.buf.split().freeze())));
+                    }
+                }
+                Framing::Chunked(chunk) => match chunk_step(&mut self.buf, chunk) {
+                    Err(e) => return Poll::Ready(Some(Err(e))),
+                    Ok(Step::Data(data)) => return Poll::Ready(Some(Ok(data))),
+                    Ok(Step::End) => {
+                        *body = Framing::Done;
+                        return Poll::Ready(None);
+                    }
+                    Ok(Step::Again) => continue,
+                    Ok(Step::More) => {}
+                },
+            }
+            match std::task::ready!(self.poll_fill(cx)) {
+                Err(e) => return Poll::Ready(Some(Err(e))),
+                Ok(0) if *body == Framing::Close => {
+                    *body = Framing::Done;
+                    return Poll::Ready(None);
+                }
+                Ok(0) => {
+                    return Poll::Ready(Some(Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "connection closed before the body's end",
+                    ))))
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// Whether an idle connection can take another request: nothing is left
+    /// unread and the upstream has neither closed it nor sent anything since.
+    /// `cx`'s waker is woken when that may change.
+    pub(crate) fn poll_idle(&mut self, cx: &mut Context<'_>) -> bool {
+        if !self.buf.is_empty() {
+            return false;
+        }
+        // Into a byte of its own: the buffer may still be shared with the
+        // last answer's body, and would be copied to make room.
+        let mut one = [0u8; 1];
+        let mut probe = ReadBuf::new(&mut one);
+        Pin::new(&mut self.io)
+            .poll_read(cx, &mut probe)
+            .is_pending()
+    }
+}
+
+/// Up to `left` bytes from the front of `buf`, if it has any.
+fn take(buf: &mut BytesMut, left: &mut u64) -> Option<Bytes> {
+    if buf.is_empty() {
+        return None;
+    }
+    let n = usize::try_from(*left).map_or(buf.len(), |l| l.min(buf.len()));
+    *left -= n as u64;
+    Some(buf.split_to(n).freeze())
+}
+
+enum Step {
+    Data(Bytes),
+    /// Read past a size line or a CRLF: look again.
+    Again,
+    /// The buffer holds too little: read more.
+    More,
+    End,
+}
+
+/// One step through a chunked body.
+fn chunk_step(buf: &mut BytesMut, chunk: &mut Chunk) -> io::Result<Step> {
+    let invalid = |m: &str| io::Error::new(io::ErrorKind::InvalidData, m.to_owned());
+    match chunk {
+        Chunk::Size => match httparse::parse_chunk_size(buf) {
+            Ok(httparse::Status::Complete((used, size))) => {
+                buf.advance(used);
+                *chunk = if size == 0 {
+                    Chunk::Trailers(0)
+                } else {
+                    Chunk::Data(size)
+                };
+                Ok(Step::Again)
+            }
+            Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
+                Err(invalid("chunk size line too long"))
+            }
+            Ok(httparse::Status::Partial) => Ok(Step::More),
+            Err(_) => Err(invalid("invalid chunk size line")),
+        },
+        Chunk::Data(left) => match take(buf, left) {
+            Some(data) => {
+                if *left == 0 {
+                    *chunk = Chunk::DataEnd;
+                }
+                Ok(Step::Data(data))
+            }
+            None => Ok(Step::More),
+        },
+        Chunk::DataEnd => {
+            if buf.len() < 2 {
+                return Ok(Step::More);
+            }
+            if &buf[..2] != b"\r\n" {
+                return Err(invalid("chunk data not followed by CRLF"));
+            }
+            buf.advance(2);
+            *chunk = Chunk::Size;
+            Ok(Step::Again)
+        }
+        Chunk::Trailers(seen) => {
+            let Some(eol) = memchr_crlf(buf) else {
+                if *seen + buf.len() >= MAX_HEAD {
+                    return Err(invalid("trailer section too long"));
+                }
+                return Ok(Step::More);
+            };
+            buf.advance(eol + 2);
+            if eol == 0 {
+                return Ok(Step::End);
+            }
+            *seen += eol + 2;
+            if *seen >= MAX_HEAD {
+                return Err(invalid("trailer section too long"));
+            }
+            Ok(Step::Again)
+        }
+    }
+}
+
+fn memchr_crlf(buf: &[u8]) -> Option<usize> {
+    buf.windows(2).position(|w| w == b"\r\n")
+}
+
+/// Parses an answer head from the front of `buf` and removes it; `None` when
+/// `buf` does not hold a whole one yet. Informational answers are removed
+/// and skipped.
+fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, Failure> {
+    loop {
+        // Uninitialised: a zeroed array of `MAX_HEADERS` fields would cost
+        // more than parsing a usual head.
+        let mut fields = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+        let mut answer = httparse::Response::new(&mut []);
+        let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+            &mut answer,
+            buf,
+            &mut fields,
+        ) {
+            Ok(httparse::Status::Complete(len)) => len,
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(e) => return Err(Failure::Invalid(format!("invalid answer head: {e}"))),
+        };
+        let code = answer.code.unwrap_or_default();
+        let status = StatusCode::from_u16(code)
+            .map_err(|_| Failure::Invalid(format!("invalid answer status {code}")))?;
+        if status == StatusCode::SWITCHING_PROTOCOLS {
+            return Err(Failure::Invalid(
+                "the upstream switched protocols".to_owned(),
+            ));
+        }
+        if status.is_informational() {
+            buf.advance(len);
+            continue;
+        }
+        let version_11 = answer.version == Some(1);
+        let mut length: Option<u64> = None;
+        let mut coded = false;
+        let mut chunked = false;
+        let mut keep_alive = version_11;
+        // Where each name and value lies in `buf`, so that once the head is
+        // split off the values share its bytes (no copy, no allocation per
+        // field).
+        let mut spans = Vec::with_capacity(answer.headers.len());
+        let base = buf.as_ptr() as usize;
+        for field in answer.headers.iter() {
+            let (name, value) = (field.name.as_bytes(), field.value);
+            spans.push((
+                name.as_ptr() as usize - base,
+                name.len(),
+                value.as_ptr() as usize - base,
+                value.len(),
+            ));
+            if name.eq_ignore_ascii_case(b"content-length") {
+                let n = std::str::from_utf8(value)
+                    .ok()
+                    .map(str::trim)
+                    .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .ok_or_else(|| Failure::Invalid("invalid Content-Length".to_owned()))?;
+                if length.is_some_and(|l| l != n) {
+                    return Err(Failure::Invalid("two different Content-Lengths".to_owned()));
+                }
+                length = Some(n);
+            } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+                // Only the last coding says whether the body is chunked.
+                coded = true;
+                chunked = value
+                    .rsplit(|&b| b == b',')
+                    .next()
+                    .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+            } else if name.eq_ignore_ascii_case(b"connection")
+                && value
+                    .split(|&b| b == b',')
+                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
+            {
+                keep_alive = false;
+            }
+        }
+        let head = buf.split_to(len).freeze();
+        let mut headers = HeaderMap::with_capacity(spans.len());
+        for (name_at, name_len, at, n) in spans {
+            let name = HeaderName::from_bytes(&head[name_at..name_at + name_len])
+                .map_err(|_| Failure::Invalid("invalid answer header name".to_owned()))?;
+            let value = HeaderValue::from_maybe_shared(head.slice(at..at + n))
+                .map_err(|_| Failure::Invalid("invalid answer header value".to_owned()))?;
+            headers.append(name, value);
+        }
+        let framing = if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+            Framing::Done
+        } else if chunked {
+            // Transfer-Encoding wins over Content-Length (RFC 9112 §6.3), and
+            // an answer with both does not leave the connection trusted.
+            if length.is_some() {
+                keep_alive = false;
+            }
+            Framing::Chunked(Chunk::Size)
+        } else if coded {
+            Framing::Close
+        } else {
+            length.map_or(Framing::Close, Framing::Length)
+        };
+        if framing == Framing::Close {
+            keep_alive = false;
+        }
+        return Ok(Some(Head {
+            status,
+            headers,
+            body: framing,
+            keep_alive,
+        }));
+    }
+}
+
+/// The request head: request line, `Host`, the fields of `headers` except
+/// the ones this connection decides, `Content-Length`; `body` behind it when
+/// `inline`.
+fn encode(
+    method: &Method,
+    target: &str,
+    host: &HeaderValue,
+    headers: &HeaderMap,
+    body: &Bytes,
+    inline: bool,
+) -> Vec<u8> {
+    let fields: usize = headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len() + 4)
+        .sum();
+    let mut out = Vec::with_capacity(
+        64 + target.len() + host.len() + fields + if inline { body.len() } else { 0 },
+    );
+    out.extend_from_slice(method.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+    out.extend_from_slice(host.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in headers {
+        if is_framing(name) {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if !body.is_empty() || !matches!(*method, Method::GET | Method::HEAD | Method::DELETE) {
+        out.extend_from_slice(b"content-length: ");
+        push_decimal(&mut out, body.len());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    if inline {
+        out.extend_from_slice(body);
+    }
+    out
+}
+
+/// Fields this connection writes itself, or that describe a connection
+/// rather than a request.
+fn is_framing(name: &HeaderName) -> bool {
+    name == http::header::HOST
+        || name == CONTENT_LENGTH
+        || name == TRANSFER_ENCODING
+        || name == CONNECTION
+        || name == http::header::TE
+        || name == http::header::UPGRADE
+        || name.as_str() == "keep-alive"
+}
+
+fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+#[path = "h1_tests.rs"]
+mod tests;
