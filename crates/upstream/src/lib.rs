@@ -1,6 +1,6 @@
 //! junction-upstream: one client per upstream MCP server.
 //!
-//! It speaks Streamable HTTP (its own pool over hyper's connections, rustls) or stdio (a
+//! It speaks Streamable HTTP (its own pool and HTTP/1.1 connections, hyper for h2, rustls) or stdio (a
 //! spawned child, newline-delimited JSON-RPC), finds out and caches the era
 //! the upstream speaks (modern `server/discover` first, legacy `initialize`
 //! as fallback, NOTES §3.2), and relays each request's notifications and
