@@ -6,7 +6,6 @@ use std::future::Future;
 use std::pin::Pin;
 
 use http::header::{HeaderValue, AUTHORIZATION};
-use http::HeaderMap;
 
 use crate::UpstreamError;
 
@@ -38,9 +37,9 @@ pub(crate) fn header_value(upstream: &str, value: &str) -> Result<HeaderValue, U
 pub(crate) async fn authorize(
     upstream: &str,
     source: &dyn TokenSource,
-    headers: &mut HeaderMap,
+    headers: &mut super::h1::Fields,
 ) -> Result<(), UpstreamError> {
-    if headers.contains_key(AUTHORIZATION) {
+    if headers.contains(&AUTHORIZATION) {
         return Ok(());
     }
     let value = source.authorization().await.map_err(|e| {

@@ -124,6 +124,62 @@ impl std::fmt::Display for Failure {
     }
 }
 
+/// A request's header fields, in the order they were set: the few a call
+/// carries, kept in a list rather than a hash map (no hashing per field,
+/// nothing to rehash; a lookup is a short scan). `insert` replaces a field
+/// of the same name, `append` adds one more.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Fields(Vec<(HeaderName, HeaderValue)>);
+
+impl Fields {
+    pub(crate) fn with_capacity(n: usize) -> Fields {
+        Fields(Vec::with_capacity(n))
+    }
+
+    pub(crate) fn insert(&mut self, name: HeaderName, value: HeaderValue) {
+        match self.0.iter().position(|(n, _)| *n == name) {
+            Some(at) => {
+                self.0[at].1 = value;
+                // Any further values of that name go: `insert` replaces all.
+                let mut i = at + 1;
+                while i < self.0.len() {
+                    if self.0[i].0 == name {
+                        self.0.remove(i);
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+            None => self.0.push((name, value)),
+        }
+    }
+
+    pub(crate) fn append(&mut self, name: HeaderName, value: HeaderValue) {
+        self.0.push((name, value));
+    }
+
+    pub(crate) fn contains(&self, name: &HeaderName) -> bool {
+        self.0.iter().any(|(n, _)| n == name)
+    }
+
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.0.reserve(n);
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
+        self.0.iter().map(|(n, v)| (n, v))
+    }
+
+    /// The same fields as a `HeaderMap` (for hyper's HTTP/2 requests).
+    pub(crate) fn to_map(&self) -> HeaderMap {
+        let mut map = HeaderMap::with_capacity(self.0.len());
+        for (n, v) in &self.0 {
+            map.append(n.clone(), v.clone());
+        }
+        map
+    }
+}
+
 /// An answer's head, and how its body is framed.
 pub(crate) struct Head {
     pub(crate) status: StatusCode,
@@ -184,7 +240,7 @@ impl Conn {
         method: &Method,
         target: &str,
         host: &HeaderValue,
-        headers: &HeaderMap,
+        headers: &Fields,
         body: &Bytes,
     ) -> Result<(), Failure> {
         let inline = body.len() <= INLINE_BODY;
@@ -529,7 +585,7 @@ fn encode(
     method: &Method,
     target: &str,
     host: &HeaderValue,
-    headers: &HeaderMap,
+    headers: &Fields,
     body: &Bytes,
     inline: bool,
 ) -> Vec<u8> {
@@ -544,7 +600,7 @@ fn encode(
     out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
     out.extend_from_slice(host.as_bytes());
     out.extend_from_slice(b"\r\n");
-    for (name, value) in headers {
+    for (name, value) in headers.iter() {
         if is_framing(name) {
             continue;
         }

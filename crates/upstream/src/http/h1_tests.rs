@@ -168,14 +168,40 @@ fn broken_chunked_bodies_are_errors() {
 }
 
 #[test]
+fn fields_insert_replaces_every_value_of_a_name_and_append_adds_one() {
+    let name = |n: &'static str| HeaderName::from_static(n);
+    let value = HeaderValue::from_static;
+    let mut f = Fields::default();
+    f.append(name("a"), value("1"));
+    f.append(name("b"), value("x"));
+    f.append(name("a"), value("2"));
+    assert!(f.contains(&name("a")) && !f.contains(&name("c")));
+    f.insert(name("a"), value("3"));
+    let all: Vec<_> = f
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.to_str().unwrap()))
+        .collect();
+    assert_eq!(all, [("a", "3"), ("b", "x")]);
+    f.insert(name("c"), value("y"));
+    let map = f.to_map();
+    assert_eq!(map.len(), 3);
+    assert_eq!(map["a"], "3");
+    assert_eq!(map["c"], "y");
+}
+
+#[test]
 fn a_request_head_carries_host_the_fields_and_the_length_only_once() {
-    let mut headers = HeaderMap::new();
-    headers.insert("content-type", HeaderValue::from_static("application/json"));
-    headers.insert("content-length", HeaderValue::from_static("999"));
-    headers.insert("connection", HeaderValue::from_static("close"));
-    headers.insert("host", HeaderValue::from_static("elsewhere"));
-    headers.append("x-many", HeaderValue::from_static("1"));
-    headers.append("x-many", HeaderValue::from_static("2"));
+    let field = |n: &'static str| HeaderName::from_static(n);
+    let mut headers = Fields::default();
+    headers.insert(
+        field("content-type"),
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(field("content-length"), HeaderValue::from_static("999"));
+    headers.insert(field("connection"), HeaderValue::from_static("close"));
+    headers.insert(field("host"), HeaderValue::from_static("elsewhere"));
+    headers.append(field("x-many"), HeaderValue::from_static("1"));
+    headers.append(field("x-many"), HeaderValue::from_static("2"));
     let host = HeaderValue::from_static("127.0.0.1:9");
     let body = Bytes::from_static(b"{}");
     let out = encode(&Method::POST, "/mcp?a=1", &host, &headers, &body, true);
@@ -188,13 +214,13 @@ fn a_request_head_carries_host_the_fields_and_the_length_only_once() {
         &Method::GET,
         "/",
         &host,
-        &HeaderMap::new(),
+        &Fields::default(),
         &Bytes::new(),
         true,
     );
     assert_eq!(get, b"GET / HTTP/1.1\r\nhost: 127.0.0.1:9\r\n\r\n");
     let big = Bytes::from(vec![b'x'; 123_456]);
-    let out = encode(&Method::POST, "/", &host, &HeaderMap::new(), &big, false);
+    let out = encode(&Method::POST, "/", &host, &Fields::default(), &big, false);
     assert!(out.ends_with(b"content-length: 123456\r\n\r\n"));
 }
 
@@ -241,7 +267,7 @@ async fn exchange(addr: std::net::SocketAddr, body: Bytes) -> (Head, Vec<u8>, Co
     let tcp = TcpStream::connect(addr).await.unwrap();
     let mut conn = Conn::new(Stream::Plain(tcp));
     let host = HeaderValue::from_str(&addr.to_string()).unwrap();
-    conn.send(&Method::POST, "/mcp", &host, &HeaderMap::new(), &body)
+    conn.send(&Method::POST, "/mcp", &host, &Fields::default(), &body)
         .await
         .unwrap();
     let mut head = conn.read_head().await.unwrap();
@@ -304,7 +330,7 @@ async fn a_body_cut_short_is_an_error_and_an_idle_close_is_seen() {
     let tcp = TcpStream::connect(addr).await.unwrap();
     let mut conn = Conn::new(Stream::Plain(tcp));
     let host = HeaderValue::from_static("x");
-    conn.send(&Method::POST, "/", &host, &HeaderMap::new(), &Bytes::new())
+    conn.send(&Method::POST, "/", &host, &Fields::default(), &Bytes::new())
         .await
         .unwrap();
     let mut head = conn.read_head().await.unwrap();
@@ -357,7 +383,7 @@ async fn an_answer_that_never_comes_is_a_broken_connection() {
         &Method::POST,
         "/",
         &HeaderValue::from_static("x"),
-        &HeaderMap::new(),
+        &Fields::default(),
         &Bytes::new(),
     )
     .await

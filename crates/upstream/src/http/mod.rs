@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use http::header::{HeaderName, HeaderValue};
-use http::{HeaderMap, Method};
+use http::Method;
 use junction_protocol::{header_value, jsonrpc::RpcError, version};
 use serde_json::value::RawValue;
 use tokio::time::Instant;
@@ -23,6 +23,7 @@ use crate::era::{self, Era, EraPref};
 use crate::stream::{CancelGuard, Inner, ResponseStream, Strays};
 use crate::{IdGen, TransportSpec, UpstreamError, UpstreamEvent, UpstreamRequest, UpstreamSpec};
 pub use auth::{TokenFuture, TokenSource};
+use h1::Fields;
 use wire::{Answer, Responder, Wire};
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -48,16 +49,16 @@ impl Ready {
     }
 
     /// Headers every later legacy message carries.
-    fn legacy_headers(&self) -> HeaderMap {
-        let mut h = HeaderMap::new();
+    fn legacy_headers(&self) -> Fields {
+        let mut h = Fields::with_capacity(3);
         if let Ready::Legacy { version, session } = self {
             if era::sends_version_header(version) {
                 if let Ok(v) = HeaderValue::from_str(version) {
-                    h.insert(VERSION_HEADER, v);
+                    h.insert(VERSION_NAME, v);
                 }
             }
             if let Some(s) = session {
-                h.insert(SESSION_HEADER, s.clone());
+                h.insert(SESSION_NAME, s.clone());
             }
         }
         h
@@ -238,7 +239,7 @@ impl HttpTransport {
         let body = envelope::request_bytes(id, "initialize", &envelope::initialize_params());
         let resp = self
             .wire
-            .send(Method::POST, body, HeaderMap::new(), &[], deadline)
+            .send(Method::POST, body, Fields::default(), &[], deadline)
             .await?;
         let session = resp.headers().get(SESSION_HEADER).cloned();
         let result = match wire::read_answer(resp, id, None, Some(deadline), self.wire.max_message)
@@ -525,9 +526,10 @@ const VERSION_NAME: HeaderName = HeaderName::from_static(VERSION_HEADER);
 const MODERN_VERSION: HeaderValue = HeaderValue::from_static(version::MODERN);
 const METHOD_NAME: HeaderName = HeaderName::from_static("mcp-method");
 const NAME_NAME: HeaderName = HeaderName::from_static("mcp-name");
+const SESSION_NAME: HeaderName = HeaderName::from_static(SESSION_HEADER);
 
-fn modern_headers(method: &str, name: Option<&str>) -> HeaderMap {
-    let mut h = HeaderMap::with_capacity(8);
+fn modern_headers(method: &str, name: Option<&str>) -> Fields {
+    let mut h = Fields::with_capacity(8);
     h.insert(VERSION_NAME, MODERN_VERSION);
     if let Some(v) = method_header_value(method) {
         h.insert(METHOD_NAME, v);
@@ -556,7 +558,7 @@ fn method_header_value(method: &str) -> Option<HeaderValue> {
 }
 
 /// Legacy HTTP: closing the stream is not cancellation there, so say it.
-fn cancel_guard(wire: Arc<Wire>, headers: HeaderMap, id: i64) -> CancelGuard {
+fn cancel_guard(wire: Arc<Wire>, headers: Fields, id: i64) -> CancelGuard {
     Box::new(move || {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{HeaderValue, HOST};
-use http::{HeaderMap, Method, Request, Response, Uri};
+use http::{Method, Request, Response, Uri};
 use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http2;
@@ -43,7 +43,7 @@ use hyper_util::rt::TokioExecutor;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::h1::{self, Failure, Framing};
+use super::h1::{self, Failure, Fields, Framing};
 use crate::lock;
 use crate::UpstreamError;
 
@@ -209,7 +209,7 @@ impl Pool {
     pub(crate) async fn send(
         self: &Arc<Self>,
         method: Method,
-        headers: HeaderMap,
+        headers: Fields,
         body: Bytes,
     ) -> Result<Response<Leased>, SendError> {
         loop {
@@ -243,7 +243,7 @@ impl Pool {
                     let mut req = Request::new(Full::new(body.clone()));
                     *req.method_mut() = method.clone();
                     *req.uri_mut() = self.url.clone();
-                    *req.headers_mut() = headers.clone();
+                    *req.headers_mut() = headers.to_map();
                     req.headers_mut().remove(HOST);
                     match tx.try_send_request(req).await {
                         Ok(resp) => return Ok(resp.map(|body| Leased(Answer::H2(body)))),
@@ -595,7 +595,7 @@ mod tests {
     async fn ok_call(pool: &Arc<Pool>) {
         use http_body_util::BodyExt;
         let resp = pool
-            .send(Method::POST, HeaderMap::new(), Bytes::new())
+            .send(Method::POST, Fields::default(), Bytes::new())
             .await
             .ok()
             .unwrap();

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
-use http::{HeaderMap, Method, Response, StatusCode, Uri};
+use http::{Method, Response, StatusCode, Uri};
 use http_body_util::BodyExt;
 use hyper::body::Body as _;
 use hyper_rustls::HttpsConnector;
@@ -20,6 +20,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use tokio::time::Instant;
 
+use super::h1::Fields;
 use super::pool::{chain, Leased, Pool, SendError};
 use super::TokenSource;
 use crate::body::ReadError;
@@ -117,7 +118,7 @@ impl Wire {
         &self,
         method: Method,
         body: Vec<u8>,
-        extra: HeaderMap,
+        extra: Fields,
         forwarded: &[(String, String)],
         deadline: Instant,
     ) -> Result<Response<Leased>, UpstreamError> {
@@ -133,7 +134,7 @@ impl Wire {
         &self,
         method: Method,
         body: Vec<u8>,
-        extra: HeaderMap,
+        extra: Fields,
         forwarded: &[(String, String)],
     ) -> Result<Response<Leased>, UpstreamError> {
         // `extra` becomes the request's header map; every decision below is
@@ -148,11 +149,11 @@ impl Wire {
             ))
             .await?;
         }
-        let has_type = headers.contains_key(CONTENT_TYPE);
-        let has_accept = headers.contains_key(ACCEPT);
+        let has_type = headers.contains(&CONTENT_TYPE);
+        let has_accept = headers.contains(&ACCEPT);
         let mut add = Vec::with_capacity(self.static_headers.len() + forwarded.len());
         for (n, v) in &self.static_headers {
-            if !headers.contains_key(n) {
+            if !headers.contains(n) {
                 add.push((n.clone(), v.clone()));
             }
         }
@@ -163,7 +164,7 @@ impl Wire {
             };
             if is_protected(&n)
                 || self.static_headers.iter().any(|(s, _)| *s == n)
-                || headers.contains_key(&n)
+                || headers.contains(&n)
             {
                 continue;
             }
@@ -236,7 +237,7 @@ pub(crate) enum Answer {
 /// Answering server→client requests on a legacy SSE stream.
 pub(crate) struct Responder {
     pub(crate) wire: Arc<Wire>,
-    pub(crate) headers: HeaderMap,
+    pub(crate) headers: Fields,
 }
 
 impl Responder {
