@@ -162,6 +162,14 @@ impl Fields {
         self.0.iter().any(|(n, _)| n == name)
     }
 
+    /// The first value of `name` (lower case, as field names are kept).
+    pub(crate) fn get(&self, name: &str) -> Option<&HeaderValue> {
+        self.0
+            .iter()
+            .find(|(n, _)| n.as_str() == name)
+            .map(|(_, v)| v)
+    }
+
     pub(crate) fn reserve(&mut self, n: usize) {
         self.0.reserve(n);
     }
@@ -183,7 +191,7 @@ impl Fields {
 /// An answer's head, and how its body is framed.
 pub(crate) struct Head {
     pub(crate) status: StatusCode,
-    pub(crate) headers: HeaderMap,
+    pub(crate) headers: Fields,
     pub(crate) body: Framing,
     /// The answer allows the connection to carry another request.
     pub(crate) keep_alive: bool,
@@ -544,7 +552,7 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, Failure> {
             }
         }
         let head = buf.split_to(len).freeze();
-        let mut headers = HeaderMap::with_capacity(spans.len());
+        let mut headers = Fields::with_capacity(spans.len());
         for (name_at, name_len, at, n) in spans {
             let name = HeaderName::from_bytes(&head[name_at..name_at + name_len])
                 .map_err(|_| Failure::Invalid("invalid answer header name".to_owned()))?;

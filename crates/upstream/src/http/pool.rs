@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{HeaderValue, HOST};
-use http::{Method, Request, Response, Uri};
+use http::{Method, Request, StatusCode, Uri};
 use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http2;
@@ -211,7 +211,7 @@ impl Pool {
         method: Method,
         headers: Fields,
         body: Bytes,
-    ) -> Result<Response<Leased>, SendError> {
+    ) -> Result<Answered, SendError> {
         loop {
             let (conn, reused) = match self.checkout() {
                 Some(conn) => (conn, true),
@@ -246,7 +246,18 @@ impl Pool {
                     *req.headers_mut() = headers.to_map();
                     req.headers_mut().remove(HOST);
                     match tx.try_send_request(req).await {
-                        Ok(resp) => return Ok(resp.map(|body| Leased(Answer::H2(body)))),
+                        Ok(resp) => {
+                            let (head, body) = resp.into_parts();
+                            let mut fields = Fields::with_capacity(head.headers.len());
+                            for (n, v) in &head.headers {
+                                fields.append(n.clone(), v.clone());
+                            }
+                            return Ok(Answered {
+                                status: head.status,
+                                fields,
+                                body: Leased(Answer::H2(body)),
+                            });
+                        }
                         Err(mut e) => match e.take_message() {
                             Some(_) if reused => {
                                 lock(&self.h2).take();
@@ -362,7 +373,7 @@ impl Pool {
         });
     }
 
-    fn lease_h1(self: &Arc<Self>, head: h1::Head, link: Link) -> Response<Leased> {
+    fn lease_h1(self: &Arc<Self>, head: h1::Head, link: Link) -> Answered {
         let mut body = H1Body {
             framing: head.body,
             keep_alive: head.keep_alive,
@@ -372,10 +383,11 @@ impl Pool {
         if body.framing.is_done() {
             body.release();
         }
-        let mut resp = Response::new(Leased(Answer::H1(body)));
-        *resp.status_mut() = head.status;
-        *resp.headers_mut() = head.headers;
-        resp
+        Answered {
+            status: head.status,
+            fields: head.headers,
+            body: Leased(Answer::H1(body)),
+        }
     }
 
     fn put_back(self: &Arc<Self>, mut link: Link) {
@@ -439,6 +451,27 @@ fn host_header(url: &Uri) -> String {
     match url.port_u16() {
         Some(port) if port != default => format!("{host}:{port}"),
         _ => host.to_owned(),
+    }
+}
+
+/// An upstream's answer: its status, its header fields, its body.
+pub(crate) struct Answered {
+    status: StatusCode,
+    fields: Fields,
+    body: Leased,
+}
+
+impl Answered {
+    pub(crate) fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    pub(crate) fn headers(&self) -> &Fields {
+        &self.fields
+    }
+
+    pub(crate) fn into_body(self) -> Leased {
+        self.body
     }
 }
 

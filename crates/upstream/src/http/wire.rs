@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
-use http::{Method, Response, StatusCode, Uri};
+use http::{Method, StatusCode, Uri};
 use http_body_util::BodyExt;
 use hyper::body::Body as _;
 use hyper_rustls::HttpsConnector;
@@ -21,7 +21,7 @@ use rustls::pki_types::CertificateDer;
 use tokio::time::Instant;
 
 use super::h1::Fields;
-use super::pool::{chain, Leased, Pool, SendError};
+use super::pool::{chain, Answered, Leased, Pool, SendError};
 use super::TokenSource;
 use crate::body::ReadError;
 use crate::envelope::{self, Incoming as Msg};
@@ -121,7 +121,7 @@ impl Wire {
         extra: Fields,
         forwarded: &[(String, String)],
         deadline: Instant,
-    ) -> Result<Response<Leased>, UpstreamError> {
+    ) -> Result<Answered, UpstreamError> {
         tokio::time::timeout_at(deadline, self.send_within(method, body, extra, forwarded))
             .await
             .unwrap_or(Err(UpstreamError::Timeout))
@@ -136,7 +136,7 @@ impl Wire {
         body: Vec<u8>,
         extra: Fields,
         forwarded: &[(String, String)],
-    ) -> Result<Response<Leased>, UpstreamError> {
+    ) -> Result<Answered, UpstreamError> {
         // `extra` becomes the request's header map; every decision below is
         // taken against it as given, before anything is added.
         let mut headers = extra;
@@ -267,7 +267,7 @@ impl Reply for Responder {
 /// Reads one POST's answer: a JSON body at once (bounded by `deadline`, or by
 /// the caller's own timer when `None`), an SSE body as a stream.
 pub(crate) async fn read_answer(
-    resp: Response<Leased>,
+    resp: Answered,
     our_id: i64,
     responder: Option<Arc<Responder>>,
     deadline: Option<Instant>,
@@ -276,7 +276,7 @@ pub(crate) async fn read_answer(
     let status = resp.status();
     let content_type = resp
         .headers()
-        .get(CONTENT_TYPE)
+        .get("content-type")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let is = |prefix: &str| {
