@@ -1,8 +1,6 @@
 //! The merged catalog of one route: exposed tools in order, the reverse route
 //! table, and the list pre-serialized once so `tools/list` is a byte copy.
 
-use std::collections::HashMap;
-
 use bytes::Bytes;
 use junction_protocol::xmcp::HeaderParam;
 use serde_json::value::RawValue;
@@ -91,7 +89,9 @@ pub struct Catalog {
     pub public: bool,
     /// Hash of the serialized tool list: same tools, same version.
     pub version: u64,
-    index: HashMap<String, usize>,
+    /// Exposed name → position. FNV, not SipHash: the keys are the
+    /// upstreams' tool names, looked up once per call (issue 26).
+    index: fnv::FnvHashMap<String, usize>,
     /// `[def0,def1,…]`
     bytes: Bytes,
     /// Byte range of each definition inside `bytes`.
@@ -110,7 +110,7 @@ impl Catalog {
         let total: usize = tools.iter().map(|t| t.definition.get().len() + 1).sum();
         let mut buf = Vec::with_capacity(total + 2);
         let mut spans = Vec::with_capacity(tools.len());
-        let mut index = HashMap::with_capacity(tools.len());
+        let mut index = fnv::FnvHashMap::with_capacity_and_hasher(tools.len(), Default::default());
         buf.push(b'[');
         for (i, tool) in tools.iter().enumerate() {
             if i > 0 {

@@ -103,8 +103,10 @@ pub type WarmMemo = (u64, tokio::time::Instant, Arc<Catalog>);
 
 pub struct State {
     pub config: Arc<Config>,
-    pub upstreams: HashMap<String, UpstreamEntry>,
-    pub routes: HashMap<String, Arc<RouteState>>,
+    /// FNV, not SipHash: keys from the config, looked up once per call
+    /// each (issue 26).
+    pub upstreams: fnv::FnvHashMap<String, UpstreamEntry>,
+    pub routes: fnv::FnvHashMap<String, Arc<RouteState>>,
     pub cache: Arc<ToolCache>,
     pub sealer: Sealer,
     pub metrics: Metrics,
@@ -233,7 +235,7 @@ impl State {
         }) {
             tracing::warn!(jwks_url = %url, "auth.jwt.jwks_url is plain http to another host: the token signing keys travel unencrypted, so anyone on the path can swap them and mint tokens Junction accepts; serve them over https");
         }
-        let mut upstreams = HashMap::new();
+        let mut upstreams = fnv::FnvHashMap::default();
         for (index, u) in config.upstreams.iter().enumerate() {
             let failed = |message: String| BuildError::Upstream {
                 index,
@@ -339,7 +341,7 @@ impl State {
                 },
             );
         }
-        let mut routes = HashMap::new();
+        let mut routes = fnv::FnvHashMap::default();
         for (index, r) in config.routes.iter().enumerate() {
             let route = route_state(r, &config, &pins).map_err(|message| BuildError::Route {
                 index,
