@@ -265,14 +265,26 @@ async fn serve_once(
     (addr, task)
 }
 
-/// One exchange: the answer's head and its body as read to the end.
-async fn exchange(addr: std::net::SocketAddr, body: Bytes) -> (Head, Vec<u8>, Conn) {
+/// `n` bytes of the alphabet over and over: a body whose every part differs
+/// from its neighbours.
+fn letters(n: u32) -> Vec<u8> {
+    (0..n).map(|i| b'a' + (i % 26) as u8).collect()
+}
+
+/// A connection to `addr` that has sent one POST of `body` to `/mcp`.
+async fn sent(addr: std::net::SocketAddr, body: Bytes) -> Conn {
     let tcp = TcpStream::connect(addr).await.unwrap();
     let mut conn = Conn::new(Stream::Plain(tcp));
     let host = HeaderValue::from_str(&addr.to_string()).unwrap();
     conn.send(&Method::POST, "/mcp", &host, &Fields::default(), &body)
         .await
         .unwrap();
+    conn
+}
+
+/// One exchange: the answer's head and its body as read to the end.
+async fn exchange(addr: std::net::SocketAddr, body: Bytes) -> (Head, Vec<u8>, Conn) {
+    let mut conn = sent(addr, body).await;
     let mut head = conn.read_head().await.unwrap();
     let mut data = Vec::new();
     while let Some(d) = std::future::poll_fn(|cx| conn.poll_data(cx, &mut head.body)).await {
@@ -309,13 +321,36 @@ async fn whole_exchanges_read_every_framing_in_any_pieces() {
 }
 
 #[tokio::test]
+async fn a_large_answer_body_is_read_over_many_reads_and_a_huge_head_is_refused() {
+    let body = letters(300_000);
+    let mut answer =
+        format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len()).into_bytes();
+    answer.extend_from_slice(&body);
+    let (addr, _served) = serve_once(answer, 65_536).await;
+    let (head, data, _) = exchange(addr, Bytes::new()).await;
+    assert!(head.keep_alive);
+    assert_eq!(data, body);
+
+    // A head that never ends is cut off at MAX_HEAD, not read for ever.
+    let mut endless = b"HTTP/1.1 200 OK\r\nx-filler: ".to_vec();
+    endless.resize(MAX_HEAD + 1024, b'y');
+    let (addr, _served) = serve_once(endless, 4096).await;
+    let mut conn = sent(addr, Bytes::new()).await;
+    match conn.read_head().await {
+        Err(e @ Failure::Invalid(_)) => assert!(e.to_string().contains("larger than"), "{e}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("a head over the limit was taken"),
+    }
+}
+
+#[tokio::test]
 async fn a_large_request_body_arrives_whole() {
     let (addr, served) = serve_once(
         b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n".to_vec(),
         1000,
     )
     .await;
-    let big: Vec<u8> = (0..200_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let big = letters(200_000);
     let (head, data, _) = exchange(addr, Bytes::from(big.clone())).await;
     assert_eq!(head.status, StatusCode::OK);
     assert!(data.is_empty());
@@ -330,12 +365,7 @@ async fn a_body_cut_short_is_an_error_and_an_idle_close_is_seen() {
         100,
     )
     .await;
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let mut conn = Conn::new(Stream::Plain(tcp));
-    let host = HeaderValue::from_static("x");
-    conn.send(&Method::POST, "/", &host, &Fields::default(), &Bytes::new())
-        .await
-        .unwrap();
+    let mut conn = sent(addr, Bytes::new()).await;
     let mut head = conn.read_head().await.unwrap();
     let mut got = Vec::new();
     let err = loop {
@@ -380,17 +410,7 @@ async fn an_answer_that_never_comes_is_a_broken_connection() {
         // Half a head, then gone.
         let _ = tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-").await;
     });
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let mut conn = Conn::new(Stream::Plain(tcp));
-    conn.send(
-        &Method::POST,
-        "/",
-        &HeaderValue::from_static("x"),
-        &Fields::default(),
-        &Bytes::new(),
-    )
-    .await
-    .unwrap();
+    let mut conn = sent(addr, Bytes::new()).await;
     match conn.read_head().await {
         Err(Failure::Broken(e)) => assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof),
         Err(e) => panic!("{e}"),
