@@ -170,6 +170,38 @@ fn broken_chunked_bodies_are_errors() {
     );
 }
 
+proptest::proptest! {
+    /// Whatever an upstream sends, reading a head or a chunked body returns
+    /// an answer or an error, never a panic.
+    #[test]
+    fn any_bytes_are_an_answer_or_an_error(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400)) {
+        let _ = parse_head(&mut BytesMut::from(&bytes[..]));
+        let mut framed = b"HTTP/1.1 200 OK\r\n".to_vec();
+        framed.extend_from_slice(&bytes);
+        let _ = parse_head(&mut BytesMut::from(&framed[..]));
+        let _ = dechunk(&bytes, 5);
+    }
+
+    /// Any data, chunked any way and fed in pieces of any size, comes back
+    /// as it was sent.
+    #[test]
+    fn chunked_data_comes_back_whole(
+        chunks in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 1..40), 0..6),
+        step in 1usize..32,
+    ) {
+        let mut body = Vec::new();
+        for c in &chunks {
+            body.extend_from_slice(format!("{:x}\r\n", c.len()).as_bytes());
+            body.extend_from_slice(c);
+            body.extend_from_slice(b"\r\n");
+        }
+        body.extend_from_slice(b"0\r\n\r\n");
+        let (data, left) = dechunk(&body, step).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+        proptest::prop_assert_eq!(data, chunks.concat());
+        proptest::prop_assert_eq!(left, 0);
+    }
+}
+
 #[test]
 fn fields_insert_replaces_every_value_of_a_name_and_append_adds_one() {
     let name = |n: &'static str| HeaderName::from_static(n);
