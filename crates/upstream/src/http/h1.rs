@@ -40,6 +40,10 @@ pub(crate) const MAX_HEADERS: usize = 100;
 /// How much room a read asks for.
 const READ_SIZE: usize = 8 * 1024;
 
+/// The most room made for one read, when the rest of a body is known to be
+/// that large.
+const MAX_READ: usize = 256 * 1024;
+
 /// A request body up to this size is copied behind the head and written with
 /// it; a larger one is written on its own, from where it is.
 const INLINE_BODY: usize = 16 * 1024;
@@ -307,7 +311,7 @@ impl Conn {
                     None => {}
                 }
             }
-            let n = std::task::ready!(self.poll_fill(cx)).map_err(Failure::Broken)?;
+            let n = std::task::ready!(self.poll_fill(cx, 0)).map_err(Failure::Broken)?;
             if n == 0 {
                 return Poll::Ready(Err(Failure::Broken(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
@@ -318,9 +322,14 @@ impl Conn {
     }
 
     /// Reads more into the buffer: the number of bytes read, 0 at the end.
-    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        if self.buf.capacity() - self.buf.len() < READ_SIZE / 4 {
-            self.buf.reserve(READ_SIZE);
+    /// `want` is how much the reader expects (the rest of a body of known
+    /// length): room for up to [`MAX_READ`] of it is made, so a large answer
+    /// takes a few reads rather than one per [`READ_SIZE`].
+    fn poll_fill(&mut self, cx: &mut Context<'_>, want: u64) -> Poll<io::Result<usize>> {
+        let want = usize::try_from(want).map_or(MAX_READ, |w| w.clamp(READ_SIZE, MAX_READ));
+        let spare = self.buf.capacity() - self.buf.len();
+        if spare < READ_SIZE / 4 || spare < want {
+            self.buf.reserve(want);
         }
         tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buf)
     }
@@ -360,7 +369,11 @@ impl Conn {
                     Ok(Step::More) => {}
                 },
             }
-            match std::task::ready!(self.poll_fill(cx)) {
+            let want = match body {
+                Framing::Length(left) | Framing::Chunked(Chunk::Data(left)) => *left,
+                _ => 0,
+            };
+            match std::task::ready!(self.poll_fill(cx, want)) {
                 Err(e) => return Poll::Ready(Some(Err(e))),
                 Ok(0) if *body == Framing::Close => {
                     *body = Framing::Done;
@@ -380,9 +393,15 @@ impl Conn {
     /// Whether an idle connection can take another request: nothing is left
     /// unread and the upstream has neither closed it nor sent anything since.
     /// `cx`'s waker is woken when that may change.
+    /// An idle connection keeps no more than an ordinary read buffer: one
+    /// grown for a large answer is let go (the answer's data keeps its part
+    /// alive for as long as it is used).
     pub(crate) fn poll_idle(&mut self, cx: &mut Context<'_>) -> bool {
         if !self.buf.is_empty() {
             return false;
+        }
+        if self.buf.capacity() > 2 * READ_SIZE {
+            self.buf = BytesMut::new();
         }
         // Into a byte of its own: the buffer may still be shared with the
         // last answer's body, and would be copied to make room.

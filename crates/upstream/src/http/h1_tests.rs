@@ -359,9 +359,16 @@ async fn a_large_answer_body_is_read_over_many_reads_and_a_huge_head_is_refused(
         format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len()).into_bytes();
     answer.extend_from_slice(&body);
     let (addr, _served) = serve_once(answer, 65_536).await;
-    let (head, data, _) = exchange(addr, Bytes::new()).await;
+    let (head, data, mut conn) = exchange(addr, Bytes::new()).await;
     assert!(head.keep_alive);
     assert_eq!(data, body);
+    // Read in large pieces, and the large buffer not kept once idle.
+    assert!(conn.poll_idle(&mut Context::from_waker(std::task::Waker::noop())));
+    assert!(
+        conn.buf.capacity() <= 2 * READ_SIZE,
+        "{}",
+        conn.buf.capacity()
+    );
 
     // A head that never ends is cut off at MAX_HEAD, not read for ever.
     let mut endless = b"HTTP/1.1 200 OK\r\nx-filler: ".to_vec();
