@@ -326,10 +326,10 @@ impl Conn {
     /// length): room for up to [`MAX_READ`] of it is made, so a large answer
     /// takes a few reads rather than one per [`READ_SIZE`].
     fn poll_fill(&mut self, cx: &mut Context<'_>, want: u64) -> Poll<io::Result<usize>> {
-        let want = usize::try_from(want).map_or(MAX_READ, |w| w.clamp(READ_SIZE, MAX_READ));
+        let want = usize::try_from(want).map_or(MAX_READ, |w| w.min(MAX_READ));
         let spare = self.buf.capacity() - self.buf.len();
         if spare < READ_SIZE / 4 || spare < want {
-            self.buf.reserve(want);
+            self.buf.reserve(want.max(READ_SIZE));
         }
         tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buf)
     }
