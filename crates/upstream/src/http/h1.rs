@@ -638,7 +638,7 @@ fn encode(
     }
     if !body.is_empty() || !matches!(*method, Method::GET | Method::HEAD | Method::DELETE) {
         out.extend_from_slice(b"content-length: ");
-        push_decimal(&mut out, body.len());
+        out.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
@@ -658,20 +658,6 @@ fn is_framing(name: &HeaderName) -> bool {
         || name == http::header::TE
         || name == http::header::UPGRADE
         || name.as_str() == "keep-alive"
-}
-
-fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
 }
 
 #[cfg(test)]
