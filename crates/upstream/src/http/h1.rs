@@ -128,10 +128,10 @@ impl std::fmt::Display for Failure {
     }
 }
 
-/// A request's header fields, in the order they were set: the few a call
-/// carries, kept in a list rather than a hash map (no hashing per field,
-/// nothing to rehash; a lookup is a short scan). `insert` replaces a field
-/// of the same name, `append` adds one more.
+/// A message's header fields (a request's, or an answer's), in order: the
+/// few a call carries, kept in a list rather than a hash map (no hashing per
+/// field, nothing to rehash; a lookup is a short scan). `insert` replaces a
+/// field of the same name, `append` adds one more.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Fields(Vec<(HeaderName, HeaderValue)>);
 
@@ -163,15 +163,12 @@ impl Fields {
     }
 
     pub(crate) fn contains(&self, name: &HeaderName) -> bool {
-        self.0.iter().any(|(n, _)| n == name)
+        self.get(name).is_some()
     }
 
-    /// The first value of `name` (lower case, as field names are kept).
-    pub(crate) fn get(&self, name: &str) -> Option<&HeaderValue> {
-        self.0
-            .iter()
-            .find(|(n, _)| n.as_str() == name)
-            .map(|(_, v)| v)
+    /// The first value of `name`.
+    pub(crate) fn get(&self, name: &HeaderName) -> Option<&HeaderValue> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| v)
     }
 
     pub(crate) fn reserve(&mut self, n: usize) {

@@ -30,8 +30,12 @@ fn a_head_says_status_fields_framing_and_reuse() {
     let h = whole("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 12\r\nMcp-Session-Id: abc\r\n\r\n");
     assert_eq!(h.status, StatusCode::OK);
     // Names are kept in lower case, values as sent, every field in order.
-    assert_eq!(h.headers.get("content-type").unwrap(), "application/json");
-    assert_eq!(h.headers.get("mcp-session-id").unwrap(), "abc");
+    let field = |n: &'static str| HeaderName::from_static(n);
+    assert_eq!(
+        h.headers.get(&field("content-type")).unwrap(),
+        "application/json"
+    );
+    assert_eq!(h.headers.get(&field("mcp-session-id")).unwrap(), "abc");
     let names: Vec<_> = h.headers.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["content-type", "content-length", "mcp-session-id"]);
     assert_eq!(h.body, Framing::Length(12));

@@ -241,7 +241,7 @@ impl HttpTransport {
             .wire
             .send(Method::POST, body, Fields::default(), &[], deadline)
             .await?;
-        let session = resp.headers().get(SESSION_HEADER).cloned();
+        let session = resp.headers().get(&SESSION_NAME).cloned();
         let result = match wire::read_answer(resp, id, None, Some(deadline), self.wire.max_message)
             .await?
         {

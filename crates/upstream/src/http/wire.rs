@@ -137,7 +137,7 @@ impl Wire {
         extra: Fields,
         forwarded: &[(String, String)],
     ) -> Result<Answered, UpstreamError> {
-        // `extra` becomes the request's header map; every decision below is
+        // `extra` becomes the request's fields; every decision below is
         // taken against it as given, before anything is added.
         let mut headers = extra;
         if let Some(source) = &self.token {
@@ -276,7 +276,7 @@ pub(crate) async fn read_answer(
     let status = resp.status();
     let content_type = resp
         .headers()
-        .get("content-type")
+        .get(&CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let is = |prefix: &str| {
