@@ -647,7 +647,7 @@ fn encode(
 
 /// Fields this connection writes itself, or that describe a connection
 /// rather than a request.
-fn is_framing(name: &HeaderName) -> bool {
+pub(crate) fn is_framing(name: &HeaderName) -> bool {
     name == http::header::HOST
         || name == CONTENT_LENGTH
         || name == TRANSFER_ENCODING

@@ -204,23 +204,16 @@ const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const JSON_OR_SSE: HeaderValue = HeaderValue::from_static("application/json, text/event-stream");
 const SSE: HeaderValue = HeaderValue::from_static("text/event-stream");
 
-/// Names only Junction decides; a forwarded client header never sets them.
+/// Names only Junction decides; a forwarded client header never sets them:
+/// the connection's own framing fields (`h1::is_framing`), the MCP ones,
+/// credentials and content negotiation.
 fn is_protected(name: &HeaderName) -> bool {
     let n = name.as_str();
     n.starts_with("mcp-")
+        || super::h1::is_framing(name)
         || matches!(
             n,
-            "authorization"
-                | "cookie"
-                | "content-type"
-                | "accept"
-                | "content-length"
-                | "host"
-                | "connection"
-                | "transfer-encoding"
-                | "te"
-                | "upgrade"
-                | "proxy-authorization"
+            "authorization" | "cookie" | "content-type" | "accept" | "proxy-authorization"
         )
 }
 
