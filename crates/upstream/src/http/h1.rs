@@ -179,6 +179,11 @@ impl Fields {
         self.0.iter().map(|(n, v)| (n, v))
     }
 
+    /// A `HeaderMap`'s fields (hyper's HTTP/2 answers).
+    pub(crate) fn from_map(map: &HeaderMap) -> Fields {
+        Fields(map.iter().map(|(n, v)| (n.clone(), v.clone())).collect())
+    }
+
     /// The same fields as a `HeaderMap` (for hyper's HTTP/2 requests).
     pub(crate) fn to_map(&self) -> HeaderMap {
         let mut map = HeaderMap::with_capacity(self.0.len());

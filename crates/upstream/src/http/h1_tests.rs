@@ -226,6 +226,12 @@ fn fields_insert_replaces_every_value_of_a_name_and_append_adds_one() {
     assert_eq!(map.len(), 3);
     assert_eq!(map["a"], "3");
     assert_eq!(map["c"], "y");
+    let back: Vec<_> = Fields::from_map(&map)
+        .iter()
+        .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(back.len(), 3);
+    assert!(back.contains(&("a".into(), "3".into())) && back.contains(&("c".into(), "y".into())));
 }
 
 #[test]

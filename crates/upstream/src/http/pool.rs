@@ -248,13 +248,9 @@ impl Pool {
                     match tx.try_send_request(req).await {
                         Ok(resp) => {
                             let (head, body) = resp.into_parts();
-                            let mut fields = Fields::with_capacity(head.headers.len());
-                            for (n, v) in &head.headers {
-                                fields.append(n.clone(), v.clone());
-                            }
                             return Ok(Answered {
                                 status: head.status,
-                                fields,
+                                fields: Fields::from_map(&head.headers),
                                 body: Leased(Answer::H2(body)),
                             });
                         }
