@@ -17,6 +17,7 @@ mod breaker;
 mod envelope;
 mod era;
 mod error;
+pub mod framing;
 mod http;
 mod observed;
 mod sse;

@@ -23,6 +23,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
+
+use crate::framing::{self, Next};
+pub(crate) use crate::framing::{Chunk, Framing};
 use http::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{HeaderMap, Method, StatusCode};
 use hyper_rustls::MaybeHttpsStream;
@@ -30,8 +33,8 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-/// The largest answer head (status line and fields) accepted, and the
-/// largest chunk-size line or trailer section.
+/// The largest answer head (status line and fields) accepted (chunk-size
+/// lines and trailers: `framing::MAX_LINE`).
 pub(crate) const MAX_HEAD: usize = 64 * 1024;
 
 /// The most header fields an answer may have (hyper's default too).
@@ -203,35 +206,6 @@ pub(crate) struct Head {
     pub(crate) keep_alive: bool,
 }
 
-/// How much of an answer's body is left, and how its end is known.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Framing {
-    /// `Content-Length`: this many bytes are left.
-    Length(u64),
-    Chunked(Chunk),
-    /// Until the upstream closes the connection.
-    Close,
-    /// Read to its end.
-    Done,
-}
-
-/// Where a chunked body's reading is.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Chunk {
-    Size,
-    Data(u64),
-    /// The CRLF after a chunk's data.
-    DataEnd,
-    /// Trailer fields up to the empty line; how many bytes they took so far.
-    Trailers(usize),
-}
-
-impl Framing {
-    pub(crate) fn is_done(&self) -> bool {
-        matches!(self, Framing::Done | Framing::Length(0))
-    }
-}
-
 /// One HTTP/1.1 connection: its socket and what was read but not yet used.
 pub(crate) struct Conn {
     io: Stream,
@@ -344,36 +318,11 @@ impl Conn {
         body: &mut Framing,
     ) -> Poll<Option<io::Result<Bytes>>> {
         loop {
-            match body {
-                Framing::Done => return Poll::Ready(None),
-                Framing::Length(0) => {
-                    *body = Framing::Done;
-                    return Poll::Ready(None);
-                }
-                Framing::Length(left) => {
-                    if let Some(data) = take(&mut self.buf, left) {
-                        return Poll::Ready(Some(Ok(data)));
-                    }
-                }
-                Framing::Close => {
-                    if !self.buf.is_empty() {
-                        return Poll::Ready(Some(Ok(self.buf.split().freeze())));
-                    }
-                }
-                Framing::Chunked(chunk) => match chunk_step(&mut self.buf, chunk) {
-                    Err(e) => return Poll::Ready(Some(Err(e))),
-                    Ok(Step::Data(data)) => return Poll::Ready(Some(Ok(data))),
-                    Ok(Step::End) => {
-                        *body = Framing::Done;
-                        return Poll::Ready(None);
-                    }
-                    Ok(Step::Again) => continue,
-                    Ok(Step::More) => {}
-                },
-            }
-            let want = match body {
-                Framing::Length(left) | Framing::Chunked(Chunk::Data(left)) => *left,
-                _ => 0,
+            let want = match framing::next(&mut self.buf, body) {
+                Err(e) => return Poll::Ready(Some(Err(e))),
+                Ok(Next::Data(data)) => return Poll::Ready(Some(Ok(data))),
+                Ok(Next::End) => return Poll::Ready(None),
+                Ok(Next::More(want)) => want,
             };
             match std::task::ready!(self.poll_fill(cx, want)) {
                 Err(e) => return Poll::Ready(Some(Err(e))),
@@ -413,89 +362,6 @@ impl Conn {
             .poll_read(cx, &mut probe)
             .is_pending()
     }
-}
-
-/// Up to `left` bytes from the front of `buf`, if it has any.
-fn take(buf: &mut BytesMut, left: &mut u64) -> Option<Bytes> {
-    if buf.is_empty() {
-        return None;
-    }
-    let n = usize::try_from(*left).map_or(buf.len(), |l| l.min(buf.len()));
-    *left -= n as u64;
-    Some(buf.split_to(n).freeze())
-}
-
-enum Step {
-    Data(Bytes),
-    /// Read past a size line or a CRLF: look again.
-    Again,
-    /// The buffer holds too little: read more.
-    More,
-    End,
-}
-
-/// One step through a chunked body.
-fn chunk_step(buf: &mut BytesMut, chunk: &mut Chunk) -> io::Result<Step> {
-    let invalid = |m: &str| io::Error::new(io::ErrorKind::InvalidData, m.to_owned());
-    match chunk {
-        Chunk::Size => match httparse::parse_chunk_size(buf) {
-            Ok(httparse::Status::Complete((used, size))) => {
-                buf.advance(used);
-                *chunk = if size == 0 {
-                    Chunk::Trailers(0)
-                } else {
-                    Chunk::Data(size)
-                };
-                Ok(Step::Again)
-            }
-            Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
-                Err(invalid("chunk size line too long"))
-            }
-            Ok(httparse::Status::Partial) => Ok(Step::More),
-            Err(_) => Err(invalid("invalid chunk size line")),
-        },
-        Chunk::Data(left) => match take(buf, left) {
-            Some(data) => {
-                if *left == 0 {
-                    *chunk = Chunk::DataEnd;
-                }
-                Ok(Step::Data(data))
-            }
-            None => Ok(Step::More),
-        },
-        Chunk::DataEnd => {
-            if buf.len() < 2 {
-                return Ok(Step::More);
-            }
-            if &buf[..2] != b"\r\n" {
-                return Err(invalid("chunk data not followed by CRLF"));
-            }
-            buf.advance(2);
-            *chunk = Chunk::Size;
-            Ok(Step::Again)
-        }
-        Chunk::Trailers(seen) => {
-            let Some(eol) = memchr_crlf(buf) else {
-                if *seen + buf.len() >= MAX_HEAD {
-                    return Err(invalid("trailer section too long"));
-                }
-                return Ok(Step::More);
-            };
-            buf.advance(eol + 2);
-            if eol == 0 {
-                return Ok(Step::End);
-            }
-            *seen += eol + 2;
-            if *seen >= MAX_HEAD {
-                return Err(invalid("trailer section too long"));
-            }
-            Ok(Step::Again)
-        }
-    }
-}
-
-fn memchr_crlf(buf: &[u8]) -> Option<usize> {
-    buf.windows(2).position(|w| w == b"\r\n")
 }
 
 /// Parses an answer head from the front of `buf` and removes it; `None` when

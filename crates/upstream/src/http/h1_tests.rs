@@ -2,6 +2,7 @@
 //! encoding, and whole exchanges over loopback with answers cut anywhere.
 
 use super::*;
+use crate::framing::Next;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -122,14 +123,13 @@ fn bad_heads_are_refused_with_what_is_wrong() {
 fn dechunk(body: &[u8], step: usize) -> Result<(Vec<u8>, usize), io::Error> {
     let mut buf = BytesMut::new();
     let mut fed = 0;
-    let mut chunk = Chunk::Size;
+    let mut framing = Framing::Chunked(Chunk::Size);
     let mut out = Vec::new();
     loop {
-        match chunk_step(&mut buf, &mut chunk)? {
-            Step::Data(d) => out.extend_from_slice(&d),
-            Step::Again => {}
-            Step::End => return Ok((out, buf.len())),
-            Step::More => {
+        match crate::framing::next(&mut buf, &mut framing)? {
+            Next::Data(d) => out.extend_from_slice(&d),
+            Next::End => return Ok((out, buf.len())),
+            Next::More(_) => {
                 if fed == body.len() {
                     return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "fed all"));
                 }
