@@ -22,7 +22,9 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::{HeaderValue, Method, Response, StatusCode};
 use http_body_util::BodyExt;
-use hyper::body::{Body as _, Incoming};
+use hyper::body::Body as _;
+
+use crate::h1::RequestBody;
 use junction_protocol::jsonrpc::{parse_client_message, ClientMessage, Id};
 use junction_upstream::body::ReadError;
 
@@ -76,7 +78,7 @@ pub fn handle(
     state: Arc<State>,
     route: Arc<RouteState>,
     parts: http::request::Parts,
-    body: Incoming,
+    body: RequestBody,
     peer: std::net::SocketAddr,
 ) -> impl Future<Output = Response<Body>> + Send {
     let started = Instant::now();
@@ -99,7 +101,7 @@ async fn traced(
     state: &Arc<State>,
     route: &Arc<RouteState>,
     parts: &http::request::Parts,
-    body: Incoming,
+    body: RequestBody,
     peer: std::net::SocketAddr,
     started: Instant,
 ) -> Response<Body> {
@@ -122,7 +124,7 @@ async fn handled(
     state: &Arc<State>,
     route: &Arc<RouteState>,
     parts: &http::request::Parts,
-    body: Incoming,
+    body: RequestBody,
     peer: std::net::SocketAddr,
     started: Instant,
 ) -> Response<Body> {
@@ -331,7 +333,7 @@ async fn authenticate(cx: &mut Cx<'_>, query: Option<&str>) -> Result<(), Refusa
 async fn phases(
     cx: &Cx<'_>,
     method: &Method,
-    body: Incoming,
+    body: RequestBody,
 ) -> Result<(Label, Response<Body>), Refusal> {
     // DELETE ends a handshake-era session; GET opens its stream.
     if method == Method::DELETE {
@@ -448,7 +450,7 @@ async fn phases(
     }
 }
 
-async fn read_body(body: Incoming, max: usize) -> Result<Bytes, GatewayError> {
+async fn read_body(body: RequestBody, max: usize) -> Result<Bytes, GatewayError> {
     junction_upstream::body::read_whole(body, max)
         .await
         .map_err(|e| match e {

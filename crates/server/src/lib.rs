@@ -49,6 +49,7 @@ mod methods;
 // 6: the pipeline
 mod endpoint;
 // 7: serving
+mod h1;
 mod listener;
 mod reload;
 mod status;

@@ -11,12 +11,13 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use crate::conn_guard::{Busy, Counted, HeadGuard, InFlight};
 use crate::inline_wake::inline_wakes;
-use hyper::server::conn::{http1, http2};
+use hyper::server::conn::http2;
 use prometheus::Registry;
 use tokio::net::TcpListener;
 
 use crate::context::Cx;
 use crate::endpoint;
+use crate::h1::{self, RequestBody};
 use crate::response::{self, Body};
 use crate::state::State;
 use crate::status::{self, ReloadLog};
@@ -55,33 +56,35 @@ impl Shared {
 /// HTTP/2 with prior knowledge (h2c) opens with this preface; anything else is HTTP/1.
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// One HTTP/1 and one HTTP/2 connection builder. The protocol is chosen before
-/// hyper sees a byte (TLS: ALPN; plain: a peek at the preface) rather than by
-/// hyper-util's auto builder, which reads the first bytes itself and hands them
-/// back through a rewind buffer: hyper's first read then returns those few bytes
-/// and its read buffer doubles to 16 KiB for the life of every connection.
+/// How a connection is served once its protocol is known: HTTP/1.1 by
+/// Junction's own connection (`h1`), HTTP/2 by hyper's. The protocol is
+/// chosen before either sees a byte (TLS: ALPN; plain: a peek at the
+/// preface) rather than by hyper-util's auto builder, which reads the first
+/// bytes itself and hands them back through a rewind buffer.
 struct Builders {
-    h1: http1::Builder,
     h2: http2::Builder<TokioExecutor>,
 }
 
 impl Builders {
-    async fn serve<I>(&self, io: I, h2: bool, service: Service, watcher: Watcher)
-    where
+    async fn serve<I>(
+        &self,
+        io: I,
+        h2: bool,
+        service: Service,
+        watcher: Watcher,
+        stop: tokio_util::sync::CancellationToken,
+    ) where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        let io = TokioIo::new(io);
-        let ended = if h2 {
-            watcher
-                .watch(self.h2.serve_connection(io, service))
-                .await
-                .map_err(|e| e.to_string())
-        } else {
-            watcher
-                .watch(self.h1.serve_connection(io, service))
-                .await
-                .map_err(|e| e.to_string())
-        };
+        if !h2 {
+            // The watcher is held until the connection ends, so shutdown
+            // waits for it; `stop` tells the connection to finish.
+            let _watcher = watcher;
+            return h1::serve(io, stop, |req| service.respond(req)).await;
+        }
+        let ended = watcher
+            .watch(self.h2.serve_connection(TokioIo::new(io), service))
+            .await;
         if let Err(e) = ended {
             tracing::debug!(error = %e, "connection ended with an error");
         }
@@ -104,12 +107,8 @@ struct Service {
     in_flight: InFlight,
 }
 
-impl hyper::service::Service<Request<Incoming>> for Service {
-    type Response = Response<Counted<Body>>;
-    type Error = std::convert::Infallible;
-    type Future = RouteFuture;
-
-    fn call(&self, req: Request<Incoming>) -> RouteFuture {
+impl Service {
+    fn respond(&self, req: Request<RequestBody>) -> RouteFuture {
         // Boxed: hyper keeps a slot the size of this future in every
         // connection for its whole life; the request's state machine (many
         // KiB) only lives while a request is in flight. Written into its box,
@@ -120,6 +119,16 @@ impl hyper::service::Service<Request<Incoming>> for Service {
             route(self.shared.clone(), req, self.peer, self.in_flight.enter()),
         );
         Box::into_pin(fut)
+    }
+}
+
+impl hyper::service::Service<Request<Incoming>> for Service {
+    type Response = Response<Counted<Body>>;
+    type Error = std::convert::Infallible;
+    type Future = RouteFuture;
+
+    fn call(&self, req: Request<Incoming>) -> RouteFuture {
+        self.respond(req.map(RequestBody::H2))
     }
 }
 
@@ -156,11 +165,9 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
     let limits = shared.state.load().config.limits.clone();
     let head_timeout = limits.header_read_timeout;
     let idle = limits.idle_timeout;
-    let mut h1 = http1::Builder::new();
-    h1.header_read_timeout(None);
     let mut h2 = http2::Builder::new(TokioExecutor::new());
     h2.timer(hyper_util::rt::TokioTimer::new());
-    let builders = Arc::new(Builders { h1, h2 });
+    let builders = Arc::new(Builders { h2 });
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     // Ends connections still before their first request (the h2c peek, the TLS
     // handshake): they hold a watcher, and shutdown would wait for them.
@@ -193,7 +200,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                                 return;
                             };
                             let io = HeadGuard::with_first_head_by(stream, head_timeout, idle, in_flight, by);
-                            builders.serve(io, h2, service, watcher).await;
+                            builders.serve(io, h2, service, watcher, stop).await;
                         }));
                     }
                     Some(acceptor) => {
@@ -209,7 +216,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                             };
                             let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
                             let io = HeadGuard::new(tls, head_timeout, idle, in_flight);
-                            builders.serve(io, h2, service, watcher).await;
+                            builders.serve(io, h2, service, watcher, stop).await;
                         }));
                     }
                 }
@@ -235,7 +242,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
 /// copied whole per request.
 fn route(
     shared: Arc<Shared>,
-    req: Request<Incoming>,
+    req: Request<RequestBody>,
     peer: std::net::SocketAddr,
     busy: Busy,
 ) -> impl Future<Output = Result<Response<Counted<Body>>, std::convert::Infallible>> + Send {
