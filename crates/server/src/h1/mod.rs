@@ -236,10 +236,12 @@ where
     })));
     let stopped = stop.cancelled();
     tokio::pin!(stopped);
+    // Polled once, to leave the waker with the token; then the flag is read.
+    let mut waiting_for_stop = false;
     loop {
         let head = std::future::poll_fn(|cx| {
             let mut inner = link.lock();
-            poll_head(&mut inner, cx, stopped.as_mut())
+            poll_head(&mut inner, cx, &stop, stopped.as_mut(), &mut waiting_for_stop)
         })
         .await;
         let head = match head {
@@ -325,10 +327,20 @@ enum HeadError {
 fn poll_head<IO: AsyncRead + Unpin>(
     inner: &mut Inner<IO>,
     cx: &mut Context<'_>,
+    stop: &CancellationToken,
     stopped: Pin<&mut tokio_util::sync::WaitForCancellationFuture<'_>>,
+    waiting_for_stop: &mut bool,
 ) -> Poll<Result<Option<Head>, HeadError>> {
-    if inner.buf.is_empty() && stopped.poll(cx).is_ready() {
-        return Poll::Ready(Ok(None));
+    if inner.buf.is_empty() {
+        let stopping = if *waiting_for_stop {
+            stop.is_cancelled()
+        } else {
+            *waiting_for_stop = true;
+            stopped.poll(cx).is_ready()
+        };
+        if stopping {
+            return Poll::Ready(Ok(None));
+        }
     }
     loop {
         if !inner.buf.is_empty() {
@@ -369,22 +381,38 @@ fn client_gone<IO: AsyncRead + Unpin>(inner: &mut Inner<IO>, cx: &mut Context<'_
     false
 }
 
-/// Names Junction reads on every request, matched before `HeaderName`
-/// would allocate them (they are not among its standard names).
-const KNOWN: [HeaderName; 4] = [
-    HeaderName::from_static("mcp-method"),
-    HeaderName::from_static("mcp-name"),
-    HeaderName::from_static("mcp-protocol-version"),
-    HeaderName::from_static("mcp-session-id"),
-];
+const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 
+/// A request field's name, lowercased once and matched against the names
+/// of an ordinary MCP request (neither looked up among `HeaderName`'s
+/// standard names nor, for Junction's own, allocated); any other name goes
+/// to `HeaderName::from_bytes`.
 fn header_name(name: &[u8]) -> Result<HeaderName, StatusCode> {
-    if name.len() >= 8 && name[..4].eq_ignore_ascii_case(b"mcp-") {
-        if let Some(known) = KNOWN
-            .iter()
-            .find(|k| k.as_str().as_bytes().eq_ignore_ascii_case(name))
-        {
-            return Ok(known.clone());
+    let mut lower = [0u8; 24];
+    if let Some(l) = lower.get_mut(..name.len()) {
+        l.copy_from_slice(name);
+        l.make_ascii_lowercase();
+        let known = match &*l {
+            b"host" => Some(header::HOST),
+            b"accept" => Some(header::ACCEPT),
+            b"expect" => Some(header::EXPECT),
+            b"mcp-name" => Some(MCP_NAME),
+            b"mcp-method" => Some(MCP_METHOD),
+            b"connection" => Some(header::CONNECTION),
+            b"user-agent" => Some(header::USER_AGENT),
+            b"content-type" => Some(header::CONTENT_TYPE),
+            b"authorization" => Some(header::AUTHORIZATION),
+            b"content-length" => Some(header::CONTENT_LENGTH),
+            b"mcp-session-id" => Some(MCP_SESSION_ID),
+            b"transfer-encoding" => Some(header::TRANSFER_ENCODING),
+            b"mcp-protocol-version" => Some(MCP_PROTOCOL_VERSION),
+            _ => None,
+        };
+        if let Some(known) = known {
+            return Ok(known);
         }
     }
     HeaderName::from_bytes(name).map_err(|_| StatusCode::BAD_REQUEST)
@@ -396,12 +424,12 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, StatusCode> {
     let bad = StatusCode::BAD_REQUEST;
     // Uninitialised: a zeroed array of `MAX_HEADERS` fields would cost more
     // than parsing a usual head.
-    let mut fields = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+    let mut slots = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut []);
     let len = match httparse::ParserConfig::default().parse_request_with_uninit_headers(
         &mut req,
         buf,
-        &mut fields,
+        &mut slots,
     ) {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return Ok(None),
@@ -423,18 +451,12 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, StatusCode> {
     let mut chunked = false;
     let mut keep_alive = version == Version::HTTP_11;
     let mut expects_continue = false;
-    // Where each name and value lies in `buf`, so that once the head is
-    // split off the values share its bytes.
-    let mut spans = Vec::with_capacity(req.headers.len());
+    // Each field's name, and where its value lies in `buf`, so that once
+    // the head is split off the values share its bytes.
+    let mut fields = Vec::with_capacity(req.headers.len());
     for field in req.headers.iter() {
-        let (name, value) = (field.name.as_bytes(), field.value);
-        spans.push((
-            name.as_ptr() as usize - base,
-            name.len(),
-            value.as_ptr() as usize - base,
-            value.len(),
-        ));
-        if name.eq_ignore_ascii_case(b"content-length") {
+        let (name, value) = (header_name(field.name.as_bytes())?, field.value);
+        if name == header::CONTENT_LENGTH {
             let n = std::str::from_utf8(value)
                 .ok()
                 .map(str::trim)
@@ -445,13 +467,13 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, StatusCode> {
                 return Err(bad);
             }
             length = Some(n);
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+        } else if name == header::TRANSFER_ENCODING {
             coded = true;
             chunked = value
                 .rsplit(|&b| b == b',')
                 .next()
                 .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
-        } else if name.eq_ignore_ascii_case(b"connection") {
+        } else if name == header::CONNECTION {
             for token in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
                 if token.eq_ignore_ascii_case(b"close") {
                     keep_alive = false;
@@ -459,9 +481,10 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, StatusCode> {
                     keep_alive = true;
                 }
             }
-        } else if name.eq_ignore_ascii_case(b"expect") {
+        } else if name == header::EXPECT {
             expects_continue = value.trim_ascii().eq_ignore_ascii_case(b"100-continue");
         }
+        fields.push((name, value.as_ptr() as usize - base, value.len()));
     }
     let body = if coded {
         // A request body's coding must end in chunked (RFC 9112 §6.3), and
@@ -480,9 +503,8 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, StatusCode> {
     let head = buf.split_to(len).freeze();
     let uri = Uri::from_maybe_shared(head.slice(path_span.0..path_span.0 + path_span.1))
         .map_err(|_| bad)?;
-    let mut headers = HeaderMap::with_capacity(spans.len());
-    for (name_at, name_len, at, n) in spans {
-        let name = header_name(&head[name_at..name_at + name_len])?;
+    let mut headers = HeaderMap::with_capacity(fields.len());
+    for (name, at, n) in fields {
         let value = HeaderValue::from_maybe_shared(head.slice(at..at + n)).map_err(|_| bad)?;
         headers.append(name, value);
     }
@@ -563,42 +585,44 @@ where
         || status.is_informational()
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED;
-    let hint = body.size_hint();
-    let exact = hint.exact();
+    let exact = body.size_hint().exact();
+    let mut out = Vec::with_capacity(
+        256 + usize::try_from(exact.unwrap_or(0)).map_or(INLINE_BODY, |n| n.min(INLINE_BODY)),
+    );
+    status_line(&mut out, version, status);
+    // The fields as they are, except the connection's own; what they say
+    // of the framing and the date is noted on the way.
+    let (mut has_length, mut has_date) = (false, false);
+    for (name, value) in &parts.headers {
+        if name == header::CONNECTION {
+            if value.as_bytes().eq_ignore_ascii_case(b"close") {
+                *keep_alive = false;
+            }
+            continue;
+        }
+        if name == header::TRANSFER_ENCODING {
+            continue;
+        }
+        has_length |= name == header::CONTENT_LENGTH;
+        has_date |= name == header::DATE;
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
     let out_kind = if bodiless {
         Out::None
-    } else if parts.headers.contains_key(header::CONTENT_LENGTH)
-        || body.is_end_stream()
-        || exact.is_some()
-    {
+    } else if has_length || body.is_end_stream() || exact.is_some() {
         Out::Length
     } else if version == Version::HTTP_11 {
         Out::Chunked
     } else {
         Out::Close
     };
-    if out_kind == Out::Close
-        || parts
-            .headers
-            .get(header::CONNECTION)
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"))
-    {
+    if out_kind == Out::Close {
         *keep_alive = false;
     }
-    let mut out = Vec::with_capacity(
-        256 + usize::try_from(exact.unwrap_or(0)).map_or(INLINE_BODY, |n| n.min(INLINE_BODY)),
-    );
-    status_line(&mut out, version, status);
-    for (name, value) in &parts.headers {
-        if name == header::CONNECTION || name == header::TRANSFER_ENCODING {
-            continue;
-        }
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    if !parts.headers.contains_key(header::CONTENT_LENGTH) {
+    if !has_length {
         match out_kind {
             Out::Length => {
                 out.extend_from_slice(b"content-length: ");
@@ -621,7 +645,7 @@ where
     } else if version == Version::HTTP_10 {
         out.extend_from_slice(b"connection: keep-alive\r\n");
     }
-    if !parts.headers.contains_key(header::DATE) {
+    if !has_date {
         date(&mut out);
     }
     out.extend_from_slice(b"\r\n");
