@@ -1,27 +1,30 @@
 //! A connection task that wakes itself is polled again in place.
 //!
-//! hyper's HTTP/1 server hands each request body to the service through a
-//! channel that the same task polls: the service asks for the body (waking the
-//! dispatcher), the dispatcher sends the bytes it has already read (waking the
-//! service). Both wakes land on the task that is running. Tokio treats a task
-//! woken during its own poll as a yield: the task goes to the back of the run
-//! queue and an idle worker is woken to share the work. At low load that is a
-//! futex wake per request, and the other worker then takes over the IO driver,
-//! so the upstream's answer is handled on the other thread (strace at
-//! concurrency 1: one `FUTEX_WAKE` and one `FUTEX_WAIT` per call, the two
-//! workers taking turns).
+//! hyper's connections hand each request body to the service through a
+//! channel that the same task polls: the service asks for the body (waking
+//! the dispatcher), the dispatcher sends the bytes it has already read
+//! (waking the service). Both wakes land on the task that is running. Tokio
+//! treats a task woken during its own poll as a yield: the task goes to the
+//! back of the run queue and an idle worker is woken to share the work. At
+//! low load that is a futex wake per request, and the other worker then
+//! takes over the IO driver, so the upstream's answer is handled on the
+//! other thread (strace at concurrency 1, on hyper's HTTP/1 server: one
+//! `FUTEX_WAKE` and one `FUTEX_WAIT` per call, the two workers taking turns).
 //!
 //! `inline_wakes` gives the inner future a waker that notes a wake arriving
 //! while it is being polled and polls it again at once, up to `ROUNDS` times;
 //! a wake from anywhere else (the IO driver, another task, a timer) goes to the
-//! task as usual.
+//! task as usual. It wraps hyper's HTTP/2 connections. Junction's own
+//! HTTP/1.1 connection (`h1`) has no such channel (a request reads its body
+//! from the socket itself) and is not wrapped: strace at concurrency 1 counts
+//! no futex call per request on it.
 //!
 //! Such a poll in place is for the connection; the request it is serving
-//! usually waits on its upstream meanwhile (hyper 1.12's body channel wakes
-//! the connection each time the request takes its body). `gated` wraps a
-//! request's method future so that it is polled only when something it
-//! waits on woke it: a poll of the task for another reason returns at once
-//! instead of walking the call's futures down to the upstream connection.
+//! usually waits on its upstream meanwhile. `gated` wraps a request's method
+//! future so that it is polled only when something it waits on woke it: a
+//! poll of the task for another reason (a body channel's wake, the client's
+//! socket) returns at once instead of walking the call's futures down to the
+//! upstream connection.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -82,9 +82,11 @@ impl Builders {
             let _watcher = watcher;
             return h1::serve(io, stop, |req| service.respond(req)).await;
         }
-        let ended = watcher
-            .watch(self.h2.serve_connection(TokioIo::new(io), service))
-            .await;
+        // hyper's HTTP/2 connection hands request bodies over through
+        // channels its own task polls (`inline_wake`); Junction's HTTP/1.1
+        // connection has no such wakes, and its task is not wrapped.
+        let ended =
+            inline_wakes(watcher.watch(self.h2.serve_connection(TokioIo::new(io), service))).await;
         if let Err(e) = ended {
             tracing::debug!(error = %e, "connection ended with an error");
         }
@@ -191,7 +193,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                 let stop = stop.clone();
                 match shared.tls.load_full() {
                     None => {
-                        tokio::spawn(inline_wakes(async move {
+                        tokio::spawn(async move {
                             // A connection that sends nothing is closed after the head
                             // limit, which also bounds the rest of its first head.
                             let by = tokio::time::Instant::now() + head_timeout;
@@ -201,10 +203,10 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                             };
                             let io = HeadGuard::with_first_head_by(stream, head_timeout, idle, in_flight, by);
                             builders.serve(io, h2, service, watcher, stop).await;
-                        }));
+                        });
                     }
                     Some(acceptor) => {
-                        tokio::spawn(inline_wakes(async move {
+                        tokio::spawn(async move {
                             let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
                             let tls = match stop.run_until_cancelled(handshake).await {
                                 Some(Ok(Ok(tls))) => tls,
@@ -217,7 +219,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                             let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
                             let io = HeadGuard::new(tls, head_timeout, idle, in_flight);
                             builders.serve(io, h2, service, watcher, stop).await;
-                        }));
+                        });
                     }
                 }
             }

@@ -241,7 +241,13 @@ where
     loop {
         let head = std::future::poll_fn(|cx| {
             let mut inner = link.lock();
-            poll_head(&mut inner, cx, &stop, stopped.as_mut(), &mut waiting_for_stop)
+            poll_head(
+                &mut inner,
+                cx,
+                &stop,
+                stopped.as_mut(),
+                &mut waiting_for_stop,
+            )
         })
         .await;
         let head = match head {
@@ -426,11 +432,9 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, StatusCode> {
     // than parsing a usual head.
     let mut slots = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut []);
-    let len = match httparse::ParserConfig::default().parse_request_with_uninit_headers(
-        &mut req,
-        buf,
-        &mut slots,
-    ) {
+    let len = match httparse::ParserConfig::default()
+        .parse_request_with_uninit_headers(&mut req, buf, &mut slots)
+    {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(httparse::Error::TooManyHeaders) => {
