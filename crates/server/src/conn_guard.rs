@@ -1,19 +1,20 @@
-//! Two different clocks for an HTTP/1 connection: a request head must arrive
-//! within `limits.header_read_timeout` once it has started (slowloris), while
-//! a kept-alive connection with nothing in progress may idle for the longer
-//! `limits.idle_timeout`. hyper has one timer for both, started whenever it
-//! waits for a head, so a short head limit also closes idle connections, and a
-//! client reusing a pooled connection at that moment sees its request cut off;
-//! it also allocates and arms a fresh timer for every request. So hyper runs
-//! no timer here, and this wrapper keeps both clocks: the head clock from the
-//! first byte of each request to the end of its head, and the idle clock while
-//! the connection has no request in flight ([`InFlight`]: the service counts
-//! each request in, and hyper dropping its response body counts it out). The
-//! idle clock is one timer per connection, re-armed only when it fires early,
-//! so an idle wait costs a clock read instead of a timer.
+//! Two different clocks for an HTTP/1.1 connection: a request head must
+//! arrive within `limits.header_read_timeout` once it has started
+//! (slowloris), while a kept-alive connection with nothing in progress may
+//! idle for the longer `limits.idle_timeout`. One timer for both (hyper's,
+//! started whenever it waited for a head) would let a short head limit close
+//! idle connections, cutting off a client reusing a pooled connection at that
+//! moment. So this wrapper around the socket keeps both clocks: the head
+//! clock from the first byte of each request to the end of its head (the
+//! connection says when: [`h1::HeadClock`]), and the idle clock while the
+//! connection has no request in flight ([`InFlight`]: each request is counted
+//! in, and dropping its response body counts it out). The idle clock is one
+//! timer per connection, re-armed only when it fires early, so an idle wait
+//! costs a clock read instead of a timer.
 //! It also closes a connection whose client stops reading: a write that makes
 //! no progress for `idle_timeout` fails, so a stalled reader cannot hold a
-//! connection (and what feeds it) forever.
+//! connection (and what feeds it) forever. An HTTP/2 connection (its first
+//! bytes are the preface) has neither clock: h2 has its own keep-alive rules.
 
 use std::future::Future;
 use std::io;
@@ -27,6 +28,8 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
+
+use crate::h1;
 
 /// The requests of one connection whose responses are not yet written to
 /// their end: while there are any, the connection is not idle.
@@ -55,8 +58,8 @@ impl Drop for Busy {
     }
 }
 
-/// A response body that keeps its request counted in flight until hyper has
-/// written it to its end and dropped it.
+/// A response body that keeps its request counted in flight until the
+/// connection has written it to its end and dropped it.
 pub struct Counted<B> {
     body: B,
     _busy: Busy,
@@ -92,7 +95,8 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Counted<B> {
 enum Phase {
     /// Reading a request head; the head clock runs.
     Head,
-    /// Head complete: body and response (their own limits apply).
+    /// Head complete (`h1::HeadClock`): body and response (their own limits
+    /// apply).
     Open,
     /// A response went out; the next byte starts a new head.
     Idle,
@@ -103,8 +107,6 @@ enum Phase {
 pub struct HeadGuard<T> {
     inner: T,
     phase: Phase,
-    /// Progress towards an empty line (`\n\n` or `\n\r\n`): 0, 1 after `\n`, 2 after `\n\r`.
-    scan: u8,
     first: bool,
     head_timeout: Duration,
     deadline: Option<Pin<Box<Sleep>>>,
@@ -142,7 +144,6 @@ impl<T> HeadGuard<T> {
         HeadGuard {
             inner,
             phase: Phase::Head,
-            scan: 0,
             first: true,
             head_timeout,
             deadline: Some(Box::pin(tokio::time::sleep_until(first_by))),
@@ -188,10 +189,10 @@ impl<T> HeadGuard<T> {
             Poll::Ready(Ok(n)) => {
                 self.write_deadline = None;
                 self.wrote(n);
-                // hyper drops a response's body before writing its last
-                // bytes, and then waits for the socket without polling it
-                // again: a response just written with nothing left in flight
-                // starts the idle wait here, its clock waking the connection.
+                // The connection drops a response's body before writing its
+                // last bytes, and then waits for the next head: a response
+                // just written with nothing left in flight starts the idle
+                // wait here, its clock waking the connection.
                 if n > 0 && self.phase == Phase::Idle && self.in_flight.none() {
                     self.idle_since = Some(Instant::now());
                     // A clock still running was polled with this connection's
@@ -232,15 +233,7 @@ impl<T> HeadGuard<T> {
         }
         if self.phase == Phase::Idle {
             self.phase = Phase::Head;
-            self.scan = 0;
             self.deadline = Some(Box::pin(tokio::time::sleep(self.head_timeout)));
-        }
-        if self.phase != Phase::Head {
-            return;
-        }
-        if end_of_head(&mut self.scan, bytes) {
-            self.phase = Phase::Open;
-            self.deadline = None;
         }
     }
 
@@ -251,37 +244,13 @@ impl<T> HeadGuard<T> {
     }
 }
 
-/// Whether `bytes` complete a head: an empty line (`\n\n` or `\n\r\n`), with
-/// `scan` carrying a partial match across reads (0; 1 after `\n`; 2 after
-/// `\n\r`). Jumps from one `\n` to the next instead of matching every byte.
-fn end_of_head(scan: &mut u8, bytes: &[u8]) -> bool {
-    let mut i = 0;
-    // Continue a match that the previous read left open.
-    while *scan != 0 {
-        let Some(&b) = bytes.get(i) else { return false };
-        *scan = match (*scan, b) {
-            (_, b'\n') => return true,
-            (1, b'\r') => 2,
-            _ => 0,
-        };
-        i += 1;
-    }
-    while let Some(p) = memchr::memchr(b'\n', &bytes[i..]) {
-        let after = i + p + 1;
-        match (bytes.get(after), bytes.get(after + 1)) {
-            (Some(b'\n'), _) | (Some(b'\r'), Some(b'\n')) => return true,
-            (None, _) => {
-                *scan = 1;
-                return false;
-            }
-            (Some(b'\r'), None) => {
-                *scan = 2;
-                return false;
-            }
-            _ => i = after,
+impl<T> h1::HeadClock for HeadGuard<T> {
+    fn head_ended(&mut self) {
+        if matches!(self.phase, Phase::Head | Phase::Idle) {
+            self.phase = Phase::Open;
+            self.deadline = None;
         }
     }
-    false
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for HeadGuard<T> {
@@ -350,51 +319,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for HeadGuard<T> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::h1::HeadClock;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     const HEAD: Duration = Duration::from_millis(100);
     const STALL: Duration = Duration::from_secs(60);
-
-    #[test]
-    fn the_end_of_a_head_is_found_however_the_reads_split_it() {
-        let heads: [&[u8]; 4] = [
-            b"GET / HTTP/1.1\r\nhost: x\r\n\r\n",
-            b"GET / HTTP/1.1\nhost: x\n\n",
-            b"GET / HTTP/1.1\r\nx: \r\r\n\r\n",
-            b"POST / HTTP/1.1\r\n\r\n",
-        ];
-        for head in heads {
-            for a in 0..=head.len() {
-                for b in a..=head.len() {
-                    let mut scan = 0;
-                    let parts = [&head[..a], &head[a..b], &head[b..]];
-                    // Found exactly in the read holding the last byte.
-                    let found: Vec<bool> =
-                        parts.iter().map(|p| end_of_head(&mut scan, p)).collect();
-                    let last = if b < head.len() {
-                        2
-                    } else if a < head.len() {
-                        1
-                    } else {
-                        0
-                    };
-                    for (n, f) in found.iter().enumerate() {
-                        if n < last {
-                            assert!(!f, "{head:?} split at {a},{b}: early in part {n}");
-                        }
-                    }
-                    assert!(found[last], "{head:?} split at {a},{b}: not found");
-                }
-            }
-        }
-        for not_yet in [
-            &b"GET / HTTP/1.1\r\nhost: x\r\n"[..],
-            b"a\r\n\rb\n",
-            b"\r\n\r",
-        ] {
-            assert!(!end_of_head(&mut 0, not_yet), "{not_yet:?}");
-        }
-    }
 
     async fn read_some(g: &mut HeadGuard<tokio::io::DuplexStream>) -> io::Result<Vec<u8>> {
         let mut buf = [0u8; 256];
@@ -424,6 +353,7 @@ mod tests {
             .await
             .unwrap();
         read_some(&mut g).await.unwrap();
+        g.head_ended();
         g.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
             .await
             .unwrap();
@@ -479,6 +409,7 @@ mod tests {
         let mut g = HeadGuard::new(server, HEAD, STALL, in_flight.clone());
         client.write_all(GET).await.unwrap();
         read_some(&mut g).await.unwrap();
+        g.head_ended();
         // A response still being written (a stream with nothing to say yet)
         // keeps the connection however long it lasts.
         let busy = in_flight.enter();
@@ -493,6 +424,7 @@ mod tests {
         client.write_all(GET).await.unwrap();
         let (mut g, got) = reader.await.unwrap();
         assert_eq!(got.unwrap(), GET);
+        g.head_ended();
         g.write_all(OK).await.unwrap();
         // Nothing in flight: idle from the first read that waits. A request
         // just inside the limit resets it; the clock armed for that wait is
@@ -505,6 +437,7 @@ mod tests {
         client.write_all(GET).await.unwrap();
         let (mut g, got) = reader.await.unwrap();
         assert_eq!(got.unwrap(), GET);
+        g.head_ended();
         g.write_all(OK).await.unwrap();
         let waited = Instant::now();
         let e = tokio::time::timeout(STALL * 2, read_some(&mut g))

@@ -74,7 +74,7 @@ impl Builders {
         watcher: Watcher,
         stop: tokio_util::sync::CancellationToken,
     ) where
-        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + h1::HeadClock + Unpin + Send + 'static,
     {
         if !h2 {
             // The watcher is held until the connection ends, so shutdown

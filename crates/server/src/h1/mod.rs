@@ -64,6 +64,12 @@ const MAX_READ: usize = 256 * 1024;
 /// with it; a larger frame is written on its own.
 const INLINE_BODY: usize = 16 * 1024;
 
+/// The socket wrapper that keeps the connection's clocks (`HeadGuard`) is
+/// told when a request's head has been read whole.
+pub trait HeadClock {
+    fn head_ended(&mut self);
+}
+
 /// The request body a route reads: from this connection (HTTP/1.1) or from
 /// hyper's HTTP/2 connection.
 pub enum RequestBody {
@@ -224,7 +230,7 @@ struct Head {
 /// `respond` turns each request into its response future.
 pub async fn serve<IO, B, F>(io: IO, stop: CancellationToken, mut respond: F)
 where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    IO: AsyncRead + AsyncWrite + HeadClock + Unpin + Send + 'static,
     B: hyper::body::Body<Data = Bytes> + Unpin,
     F: FnMut(Request<RequestBody>) -> Responding<B>,
 {
@@ -330,7 +336,7 @@ enum HeadError {
 
 /// The next request's head: `None` when the client closed the connection
 /// between requests, or `stop` fired with no request begun.
-fn poll_head<IO: AsyncRead + Unpin>(
+fn poll_head<IO: AsyncRead + HeadClock + Unpin>(
     inner: &mut Inner<IO>,
     cx: &mut Context<'_>,
     stop: &CancellationToken,
@@ -352,7 +358,10 @@ fn poll_head<IO: AsyncRead + Unpin>(
         if !inner.buf.is_empty() {
             match parse_head(&mut inner.buf) {
                 Err(status) => return Poll::Ready(Err(HeadError::Refused(status))),
-                Ok(Some(head)) => return Poll::Ready(Ok(Some(head))),
+                Ok(Some(head)) => {
+                    inner.io.head_ended();
+                    return Poll::Ready(Ok(Some(head)));
+                }
                 Ok(None) if inner.buf.len() >= MAX_HEAD => {
                     return Poll::Ready(Err(HeadError::Refused(
                         StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,

@@ -13,6 +13,10 @@ use super::*;
 
 type TestBody = BoxBody<Bytes, Infallible>;
 
+impl HeadClock for TcpStream {
+    fn head_ended(&mut self) {}
+}
+
 /// Answers every request with its method, path, body (read whole) and the
 /// `x-n` field; `/stream` answers three SSE frames with no length, `/slow`
 /// waits for `released` to be set, `/ignore` does not read the body.
