@@ -109,6 +109,10 @@ pub struct HeadGuard<T> {
     phase: Phase,
     first: bool,
     head_timeout: Duration,
+    /// When the current head must be complete (while `phase` is `Head`).
+    head_by: Instant,
+    /// Its timer, made only when a read in the head has to wait: a head
+    /// that arrives in one read (nearly all) costs a clock read, no timer.
     deadline: Option<Pin<Box<Sleep>>>,
     /// `limits.idle_timeout`: how long the connection may idle with nothing
     /// in flight, and how long a write may make no progress.
@@ -146,7 +150,8 @@ impl<T> HeadGuard<T> {
             phase: Phase::Head,
             first: true,
             head_timeout,
-            deadline: Some(Box::pin(tokio::time::sleep_until(first_by))),
+            head_by: first_by,
+            deadline: None,
             idle,
             write_deadline: None,
             in_flight,
@@ -233,7 +238,7 @@ impl<T> HeadGuard<T> {
         }
         if self.phase == Phase::Idle {
             self.phase = Phase::Head;
-            self.deadline = Some(Box::pin(tokio::time::sleep(self.head_timeout)));
+            self.head_by = Instant::now() + self.head_timeout;
         }
     }
 
@@ -266,16 +271,26 @@ impl<T: AsyncRead + Unpin> AsyncRead for HeadGuard<T> {
                 this.observe(&buf.filled()[before..]);
                 Poll::Ready(Ok(()))
             }
-            Poll::Pending => match this.deadline.as_mut() {
-                Some(d) => match d.as_mut().poll(cx) {
+            Poll::Pending if this.phase == Phase::Head => {
+                let by = this.head_by;
+                let d = match &mut this.deadline {
+                    Some(d) => {
+                        if d.deadline() != by {
+                            d.as_mut().reset(by);
+                        }
+                        d
+                    }
+                    None => this.deadline.insert(Box::pin(tokio::time::sleep_until(by))),
+                };
+                match d.as_mut().poll(cx) {
                     Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
                         io::ErrorKind::TimedOut,
                         "request head not received within limits.header_read_timeout",
                     ))),
                     Poll::Pending => Poll::Pending,
-                },
-                None => this.poll_idle(cx),
-            },
+                }
+            }
+            Poll::Pending => this.poll_idle(cx),
             other => other,
         }
     }
