@@ -451,3 +451,38 @@ fn unusable_jwks_file_is_an_error() {
     let cfg = auth_config(JwksSource::File(dir.path().join("missing.json")), &[]);
     assert!(Authenticator::new(&cfg, PUBLIC_URL).is_err());
 }
+
+/// The field as it arrived gets the outcome its text gets, before and after
+/// the token is remembered: a verified token is found from the bytes, and a
+/// field whose text is not visible ASCII is still no token at all.
+#[tokio::test]
+async fn a_field_is_judged_as_its_text_is_whether_remembered_or_not() {
+    let f = fixture();
+    let t = sign("rsa1", Some("rsa1"), &claims("alice"));
+    let fields: Vec<Vec<u8>> = vec![
+        format!("Bearer {t}").into_bytes(),
+        format!(" \tbearer  {t}\t ").into_bytes(),
+        // Bytes a field may hold but its text may not (obs-text).
+        [b"\xa0", format!("Bearer {t}").as_bytes()].concat(),
+        [b"Bearer \xa0", t.as_bytes()].concat(),
+        [format!("Bearer {t}").as_bytes(), b"\xa0"].concat(),
+        format!("Basic {t}").into_bytes(),
+        format!("Bearer {t} x").into_bytes(),
+        b"Bearer".to_vec(),
+    ];
+    // Twice each: the first good one is verified and remembered, the rest
+    // of the round meets it in the cache.
+    for round in 0..2 {
+        for field in &fields {
+            let value = http::HeaderValue::from_bytes(field).expect("a field value");
+            let text = value.to_str().ok();
+            let by_text = f.auth.authenticate(text, None, "/mcp").await;
+            let by_field = f.auth.authenticate_field(Some(&value), None, "/mcp").await;
+            assert_eq!(by_field, by_text, "round {round}: {value:?}");
+        }
+    }
+    assert_eq!(
+        f.auth.authenticate_field(None, None, "/mcp").await.err(),
+        Some(AuthError::Missing)
+    );
+}

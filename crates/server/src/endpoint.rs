@@ -298,10 +298,9 @@ async fn authenticate(cx: &mut Cx<'_>, query: Option<&str>) -> Result<(), Refusa
     let Some(auth) = cx.state.auth.as_ref() else {
         return Ok(());
     };
-    let header = context::text(cx.known.authorization);
     match auth
         .authenticator
-        .authenticate(header, query, &cx.route.path)
+        .authenticate_field(cx.known.authorization, query, &cx.route.path)
         .await
     {
         Ok(p) => {

@@ -80,11 +80,14 @@ impl Default for Verified {
 }
 
 impl Verified {
-    pub(super) fn key(&self, token: &str, route_path: &str) -> Key {
+    pub(super) fn key(&self, token: &[u8], route_path: &str) -> Key {
         let mut h = SipHasher13::new_with_keys(self.secret.0, self.secret.1);
-        // `str`'s Hash ends each string with a marker, so (route, token) pairs
-        // cannot run into each other.
-        (route_path, token).hash(&mut h);
+        // Each part ends with a byte no route or token has (as `str`'s Hash
+        // does), so (route, token) pairs cannot run into each other.
+        h.write(route_path.as_bytes());
+        h.write_u8(0xff);
+        h.write(token);
+        h.write_u8(0xff);
         let out = h.finish128();
         Key(out.h1, out.h2)
     }
@@ -153,21 +156,21 @@ mod tests {
     #[test]
     fn a_token_is_remembered_per_route_and_never_past_its_expiry() {
         let v = Verified::default();
-        let k = v.key("tok", "/mcp");
+        let k = v.key(b"tok", "/mcp");
         assert_ne!(
             k,
-            v.key("tok", "/other"),
+            v.key(b"tok", "/other"),
             "the audience depends on the route"
         );
-        assert_ne!(k, v.key("tok2", "/mcp"));
+        assert_ne!(k, v.key(b"tok2", "/mcp"));
         assert_ne!(
-            v.key("c", "/ab"),
-            v.key("bc", "/a"),
+            v.key(b"c", "/ab"),
+            v.key(b"bc", "/a"),
             "route and token do not run into each other"
         );
-        assert_eq!(k, v.key("tok", "/mcp"), "the same token, the same key");
+        assert_eq!(k, v.key(b"tok", "/mcp"), "the same token, the same key");
         assert_ne!(
-            Verified::default().key("tok", "/mcp"),
+            Verified::default().key(b"tok", "/mcp"),
             k,
             "keyed per process"
         );
@@ -175,20 +178,20 @@ mod tests {
         assert_eq!(v.get(&k, 1).map(|p| p.subject), Some("alice".into()));
         assert!(v.get(&k, 2).is_none(), "keys fetched again: verify again");
 
-        let expired = v.key("old", "/mcp");
+        let expired = v.key(b"old", "/mcp");
         v.put(expired, &principal(now().saturating_sub(10)), 0, 0);
         assert!(
             v.get(&expired, 0).is_none(),
             "an expired token is not remembered"
         );
-        let in_leeway = v.key("leeway", "/mcp");
+        let in_leeway = v.key(b"leeway", "/mcp");
         v.put(in_leeway, &principal(now().saturating_sub(10)), 60, 0);
         assert!(
             v.get(&in_leeway, 0).is_some(),
             "as the verifier's leeway allows"
         );
 
-        let no_exp = v.key("noexp", "/mcp");
+        let no_exp = v.key(b"noexp", "/mcp");
         let mut p = principal(0);
         p.claims = json!({"sub": "alice"}).into();
         v.put(no_exp, &p, 0, 0);
@@ -199,7 +202,7 @@ mod tests {
     fn the_table_is_bounded() {
         let v = Verified::default();
         for i in 0..MAX_ENTRIES + 10 {
-            let k = v.key(&format!("t{i}"), "/mcp");
+            let k = v.key(format!("t{i}").as_bytes(), "/mcp");
             v.put(k, &principal(now() + 3600), 0, 0);
         }
         assert_eq!(v.tokens.len(), MAX_ENTRIES);

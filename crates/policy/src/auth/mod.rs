@@ -166,7 +166,7 @@ impl Authenticator {
             return Err(AuthError::TokenInQuery);
         }
         let token = bearer(authorization)?;
-        let cache_key = self.verified.key(token, route_path);
+        let cache_key = self.verified.key(token.as_bytes(), route_path);
         let keys = self.keys.generation();
         if let Some(p) = self.verified.get(&cache_key, keys) {
             return Ok(p);
@@ -175,6 +175,32 @@ impl Authenticator {
         self.verified
             .put(cache_key, &principal, self.leeway, self.keys.generation());
         Ok(principal)
+    }
+
+    /// `authenticate` for the `Authorization` field as it arrived: the same
+    /// outcome as `authenticate(field.to_str().ok(), ..)`. A token verified
+    /// before is found from the field's bytes; only one that is not is read
+    /// as text (`to_str` checks every byte, and a token is hundreds). A hit is
+    /// exact: its bytes are a token that passed `to_str` when it was verified,
+    /// and what `bearer_bytes` leaves around it (the scheme, spaces and tabs)
+    /// passes it too.
+    pub async fn authenticate_field(
+        &self,
+        field: Option<&http::HeaderValue>,
+        query: Option<&str>,
+        route_path: &str,
+    ) -> Result<Principal, AuthError> {
+        if query.is_some_and(has_query_token) {
+            return Err(AuthError::TokenInQuery);
+        }
+        if let Some(token) = field.and_then(|f| bearer_bytes(f.as_bytes())) {
+            let key = self.verified.key(token, route_path);
+            if let Some(p) = self.verified.get(&key, self.keys.generation()) {
+                return Ok(p);
+            }
+        }
+        self.authenticate(field.and_then(|f| f.to_str().ok()), query, route_path)
+            .await
     }
 
     /// The signature and claims check of `authenticate`, without the cache.
@@ -372,6 +398,32 @@ fn bearer(authorization: Option<&str>) -> Result<&str, AuthError> {
         return Err(AuthError::Malformed);
     }
     Ok(token)
+}
+
+/// `bearer` on a field's bytes: the token it would find in the field's
+/// text, or `None` where it would fail. Trims only spaces and tabs, the
+/// whitespace a field's text (`to_str`) can hold, so a field with any other
+/// byte around the token finds no token here.
+fn bearer_bytes(value: &[u8]) -> Option<&[u8]> {
+    fn trim(v: &[u8]) -> &[u8] {
+        let blank = |b: &u8| *b == b' ' || *b == b'\t';
+        let start = v.iter().position(|b| !blank(b)).unwrap_or(v.len());
+        let end = v.iter().rposition(|b| !blank(b)).map_or(start, |e| e + 1);
+        &v[start..end]
+    }
+    let value = trim(value);
+    let (scheme, rest) = match memchr::memchr(b' ', value) {
+        Some(at) => (&value[..at], &value[at + 1..]),
+        None => (value, &[][..]),
+    };
+    if !scheme.eq_ignore_ascii_case(b"bearer") {
+        return None;
+    }
+    let token = trim(rest);
+    if token.is_empty() || token.len() > MAX_TOKEN_BYTES || memchr::memchr(b' ', token).is_some() {
+        return None;
+    }
+    Some(token)
 }
 
 /// The header's `alg` and `kid`, read before any key is chosen. Only the
