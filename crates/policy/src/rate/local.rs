@@ -1,4 +1,7 @@
-//! In-process buckets: one dashmap per rule, so a check locks one shard.
+//! In-process buckets: one dashmap per rule, so a check locks one shard. Its
+//! keys carry what a client sends (tool names, addresses), so they are
+//! hashed with a per-process random seed, foldhash's rather than std's
+//! SipHash: one lookup per rule on every request.
 //!
 //! Time is kept in units of `1 / rate` nanoseconds, which makes `T = per` an
 //! exact integer whatever the rate: counts stay exact under any load.
@@ -18,7 +21,7 @@ const SWEEP_MIN_LEN: usize = 4096;
 
 pub(crate) struct Buckets {
     /// Per rule: key -> TAT in rule units since `base`.
-    maps: Vec<DashMap<String, u128>>,
+    maps: Vec<DashMap<String, u128, foldhash::fast::RandomState>>,
     checks: Vec<AtomicU64>,
     base: Instant,
 }
@@ -26,7 +29,9 @@ pub(crate) struct Buckets {
 impl Buckets {
     pub(crate) fn new(rules: usize) -> Buckets {
         Buckets {
-            maps: (0..rules).map(|_| DashMap::new()).collect(),
+            maps: (0..rules)
+                .map(|_| DashMap::with_hasher(foldhash::fast::RandomState::default()))
+                .collect(),
             checks: (0..rules).map(|_| AtomicU64::new(0)).collect(),
             base: Instant::now(),
         }
