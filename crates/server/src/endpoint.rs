@@ -250,9 +250,9 @@ fn annotate(cx: &Cx<'_>, label: Label, status: u16, refusal: Option<i64>, outcom
         KeyValue::new("http.response.status_code", i64::from(status)),
         KeyValue::new("junction.outcome", outcome),
     ];
-    if let Some((upstream, target)) = cx.routed.get() {
-        attributes.push(KeyValue::new("junction.upstream", upstream.clone()));
-        attributes.push(KeyValue::new("junction.target", target.clone()));
+    if let Some((upstream, target)) = cx.routed.get().map(context::Routed::names) {
+        attributes.push(KeyValue::new("junction.upstream", upstream.to_owned()));
+        attributes.push(KeyValue::new("junction.target", target.to_owned()));
     }
     if let Some(sub) = cx.identity.as_ref().map(|p| p.subject.clone()) {
         attributes.push(KeyValue::new("enduser.id", sub));
@@ -418,9 +418,7 @@ async fn phases(
     let target = resolve::target(cx, route, &method, params.as_ref(), &client)
         .await
         .map_err(fail)?;
-    if let Some((upstream, name)) = target.routed() {
-        cx.note_target(upstream, name);
-    }
+    cx.note_target(&target);
 
     // 6. admit
     admit::admit(cx, &method, &target)

@@ -19,7 +19,7 @@ use crate::state::RouteState;
 pub struct AccessLine<R: std::ops::Deref<Target = RouteState>> {
     pub route: R,
     pub method: &'static str,
-    pub routed: Option<(String, String)>,
+    pub routed: Option<super::Routed>,
     pub status: u16,
     pub error: Option<i64>,
     pub principal: Option<String>,
@@ -48,8 +48,8 @@ impl<R: std::ops::Deref<Target = RouteState>> AccessLine<R> {
         log.write(&junction_telemetry::AccessRecord {
             route: &self.route.path,
             method: self.method,
-            upstream: self.routed.as_ref().map(|(u, _)| u.as_str()),
-            target: self.routed.as_ref().map(|(_, t)| t.as_str()),
+            upstream: self.routed.as_ref().map(|r| r.names().0),
+            target: self.routed.as_ref().map(|r| r.names().1),
             status: self.status,
             outcome,
             error: self.error,

@@ -51,7 +51,7 @@ pub struct Cx<'a> {
     pub traced: bool,
     /// (upstream, target) once the request is routed: the exposed tool or
     /// prompt, or the resource URI. Kept only for the access line.
-    pub routed: std::sync::OnceLock<(String, String)>,
+    pub routed: std::sync::OnceLock<Routed>,
     /// The method label once the request is parsed.
     pub method: std::sync::OnceLock<&'static str>,
     /// Set when another replica relayed this request here (`fleet::Hop`):
@@ -106,10 +106,18 @@ impl Cx<'_> {
 
     /// Names the upstream and target of a routed request for its access
     /// line and its span.
-    pub fn note_target(&self, upstream: &str, target: &str) {
-        if self.access_log || self.traced {
-            let _ = self.routed.set((upstream.to_owned(), target.to_owned()));
+    pub fn note_target(&self, target: &Target) {
+        if !(self.access_log || self.traced) {
+            return;
         }
+        let routed = match target {
+            Target::Tool { catalog, index } => Routed::Tool(catalog.clone(), *index),
+            other => match other.routed() {
+                Some((upstream, name)) => Routed::Named(upstream.to_owned(), name.to_owned()),
+                None => return,
+            },
+        };
+        let _ = self.routed.set(routed);
     }
 
     /// Whether any `Accept` value names `text/event-stream`.
@@ -324,6 +332,26 @@ impl ClientSide {
         match self {
             ClientSide::Legacy { session, .. } => cx.state.replica.in_flight.register(session, id),
             ClientSide::Modern { .. } => None,
+        }
+    }
+}
+
+/// The (upstream, target) a routed request's access line and span name: a
+/// tool's catalog entry, shared rather than its names copied (the common
+/// case, on every call), or the names of any other target.
+pub enum Routed {
+    Tool(Arc<Catalog>, usize),
+    Named(String, String),
+}
+
+impl Routed {
+    pub fn names(&self) -> (&str, &str) {
+        match self {
+            Routed::Tool(catalog, index) => catalog
+                .tools
+                .get(*index)
+                .map_or(("", ""), |t| (t.upstream.as_str(), t.exposed.as_str())),
+            Routed::Named(upstream, target) => (upstream, target),
         }
     }
 }
