@@ -495,7 +495,9 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, StatusCode> {
                 }
             }
         } else if name == header::EXPECT {
-            expects_continue = value.trim_ascii().eq_ignore_ascii_case(b"100-continue");
+            // An HTTP/1.0 client is never sent a `100 Continue` (RFC 9110 §10.1.1).
+            expects_continue = version == Version::HTTP_11
+                && value.trim_ascii().eq_ignore_ascii_case(b"100-continue");
         }
         fields.push((name, value.as_ptr() as usize - base, value.len()));
     }

@@ -315,3 +315,94 @@ async fn on_stop_an_idle_connection_closes_and_a_busy_one_after_its_answer() {
     assert!(answer.contains("connection: close\r\n"), "{answer:?}");
     assert!(answer.ends_with("POST /b  abcd"), "{answer:?}");
 }
+
+#[tokio::test]
+async fn an_http_1_0_client_expecting_continue_gets_no_interim_answer() {
+    let srv = server().await;
+    let mut s = TcpStream::connect(srv.addr).await.unwrap();
+    s.write_all(b"POST /a HTTP/1.0\r\nexpect: 100-continue\r\ncontent-length: 2\r\n\r\nhi")
+        .await
+        .unwrap();
+    let answer = read_to_close(&mut s).await;
+    assert!(answer.starts_with("HTTP/1.0 200 OK\r\n"), "{answer:?}");
+    assert!(!answer.contains("100 Continue"), "{answer:?}");
+    assert!(answer.ends_with("POST /a  hi"), "{answer:?}");
+}
+
+const HEAD: &[u8] = b"POST /mcp?x=1 HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n\
+Mcp-Method: tools/call\r\nMCP-Protocol-Version: 2026-07-28\r\nX-Other: a b\r\n\
+Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+
+#[test]
+fn a_head_parses_the_same_however_much_of_it_has_arrived() {
+    let len = HEAD.len() - b"3\r\nabc\r\n0\r\n\r\n".len();
+    for cut in 0..len {
+        let mut buf = BytesMut::from(&HEAD[..cut]);
+        assert!(parse_head(&mut buf).unwrap().is_none(), "complete at {cut}");
+        assert_eq!(buf.len(), cut, "nothing consumed at {cut}");
+    }
+    let mut buf = BytesMut::from(HEAD);
+    let head = parse_head(&mut buf).unwrap().expect("a whole head");
+    assert_eq!(
+        &buf[..],
+        b"3\r\nabc\r\n0\r\n\r\n",
+        "the body stays in the buffer"
+    );
+    let req = &head.request;
+    assert_eq!(req.method(), Method::POST);
+    assert_eq!(req.uri().path(), "/mcp");
+    assert_eq!(req.uri().query(), Some("x=1"));
+    assert_eq!(req.headers()["mcp-method"], "tools/call");
+    assert_eq!(req.headers()["MCP-Protocol-Version"], "2026-07-28");
+    assert_eq!(req.headers()["x-other"], "a b");
+    assert_eq!(req.headers().len(), 6);
+    assert_eq!(head.body, Framing::Chunked(Chunk::Size));
+    assert!(head.keep_alive);
+}
+
+proptest::proptest! {
+    /// Whatever arrives, the parser answers (a head, not yet, or a status
+    /// to refuse with) and never panics; what it does not take stays.
+    #[test]
+    fn arbitrary_bytes_never_panic_the_head_parser(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..512)) {
+        let mut buf = BytesMut::from(&bytes[..]);
+        match parse_head(&mut buf) {
+            Ok(Some(_)) => proptest::prop_assert!(buf.len() < bytes.len()),
+            Ok(None) => proptest::prop_assert_eq!(buf.len(), bytes.len()),
+            Err(status) => proptest::prop_assert!(status.is_client_error()),
+        }
+    }
+
+    /// A valid head with arbitrary field values and names of any case
+    /// keeps every field, value for value.
+    #[test]
+    fn every_field_of_a_valid_head_is_kept(fields in proptest::collection::vec(("[A-Za-z][A-Za-z0-9-]{0,30}", "[ -~]{0,40}"), 0..20)) {
+        let mut text = String::from("GET / HTTP/1.1\r\n");
+        for (name, value) in &fields {
+            text.push_str(&format!("{name}: {value}\r\n"));
+        }
+        text.push_str("\r\n");
+        let mut buf = BytesMut::from(text.as_bytes());
+        let head = match parse_head(&mut buf) {
+            Ok(Some(head)) => head,
+            // A generated Content-Length or Transfer-Encoding may be refused.
+            Err(_) => return Ok(()),
+            Ok(None) => panic!("a whole head read as partial: {text:?}"),
+        };
+        let got: Vec<(String, String)> = head
+            .request
+            .headers()
+            .iter()
+            .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+            .collect();
+        let mut want: Vec<(String, String)> = fields
+            .iter()
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        // The map groups a name's values together, in arrival order.
+        let mut sorted_got = got.clone();
+        sorted_got.sort();
+        want.sort();
+        proptest::prop_assert_eq!(sorted_got, want);
+    }
+}
