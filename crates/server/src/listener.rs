@@ -111,8 +111,9 @@ struct Service {
 
 impl Service {
     fn respond(&self, req: Request<RequestBody>) -> RouteFuture {
-        // Boxed: hyper keeps a slot the size of this future in every
-        // connection for its whole life; the request's state machine (many
+        // Boxed: the connection (Junction's HTTP/1.1 one, or hyper's
+        // HTTP/2 stream) would otherwise keep a slot the size of this future
+        // for its whole life; the request's state machine (many
         // KiB) only lives while a request is in flight. Written into its box,
         // not moved there: `Box::pin` would build the future on the stack
         // and copy all of it.
@@ -135,7 +136,7 @@ impl hyper::service::Service<Request<Incoming>> for Service {
 }
 
 /// The most the request future may take: jemalloc's 7 KiB size class. One
-/// class up it shares the 8 KiB class of hyper's per-connection read buffers;
+/// class up it shares the 8 KiB class of the per-connection read buffers;
 /// a request future writes its whole region, and a read buffer later given a
 /// freed region keeps two pages resident where a fresh one touches one, 4 KiB
 /// more per idle connection (fe5c22f grew it to 7,920 bytes: an idle
@@ -162,8 +163,8 @@ async fn is_h2c(stream: &tokio::net::TcpStream) -> bool {
 /// Accepts connections until `shutdown` resolves, then lets in-flight requests
 /// finish for up to the configured grace period.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
-    // hyper runs no HTTP/1 timer: `HeadGuard` keeps both the head clock and
-    // the idle clock (hyper's would arm a timer for every request).
+    // `HeadGuard` keeps both the head clock and the idle clock of an
+    // HTTP/1.1 connection (hyper's would arm a timer for every request).
     let limits = shared.state.load().config.limits.clone();
     let head_timeout = limits.header_read_timeout;
     let idle = limits.idle_timeout;

@@ -9,8 +9,8 @@
 /// Records a call's outcome label once: [`Record::record`] with the
 /// outcome, or, once [`Record::arm`]ed (the call went upstream), `cancelled`
 /// when it is dropped unrecorded: the client went away while Junction waited
-/// (hyper dropped the request's future, or the response stream's reader is
-/// gone). Unarmed, a refusal drops it unrecorded: a refused request is no call.
+/// (the connection dropped the request's future, or the response stream's
+/// reader is gone). Unarmed, a refusal drops it unrecorded: a refused request is no call.
 pub struct Record {
     f: Option<RecordFn>,
     armed: bool,

@@ -63,7 +63,7 @@ pub struct Cx<'a> {
     pub body: std::sync::OnceLock<bytes::Bytes>,
     /// When the request arrived, while it has no response yet: a `Cx`
     /// dropped with this set belongs to a request whose client went away
-    /// first (hyper dropped its future), and is counted and logged as
+    /// first (the connection dropped its future), and is counted and logged as
     /// `aborted` ([`Cx::drop`]).
     pub unanswered: Option<Instant>,
 }
