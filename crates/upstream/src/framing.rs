@@ -1,16 +1,95 @@
 //! HTTP/1.1 body framing (RFC 9112 §6–7): how much of a body is left and
 //! where it ends, by `Content-Length`, by chunks, or by the connection
-//! closing. Shared by the two HTTP/1.1 connections Junction has of its own:
-//! the upstream's (`http::h1`, answer bodies) and the server's (request
-//! bodies). Works on what was read into a buffer; reading more is the
-//! connection's.
+//! closing; and what reads and writes a framed body makes on its socket
+//! ([`poll_fill`], [`poll_body`], [`poll_write_all`]). Shared by the two
+//! HTTP/1.1 connections Junction has of its own: the upstream's
+//! (`http::h1`, answer bodies) and the server's (request bodies).
 
 use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncWrite};
 
 /// The largest chunk-size line or trailer section accepted.
 pub const MAX_LINE: usize = 64 * 1024;
+
+/// How much room a read asks for.
+pub const READ_SIZE: usize = 8 * 1024;
+
+/// The most room made for one read, when the rest of a body is known to be
+/// that large.
+pub const MAX_READ: usize = 256 * 1024;
+
+/// Reads more into `buf`: the number of bytes read, 0 at the end. `want` is
+/// how much the reader expects (the rest of a body of known length): room
+/// for up to [`MAX_READ`] of it is made, so a large body takes a few reads
+/// rather than one per [`READ_SIZE`].
+pub fn poll_fill<IO: AsyncRead + Unpin>(
+    io: &mut IO,
+    buf: &mut BytesMut,
+    cx: &mut Context<'_>,
+    want: u64,
+) -> Poll<io::Result<usize>> {
+    let want = usize::try_from(want).map_or(MAX_READ, |w| w.min(MAX_READ));
+    let spare = buf.capacity() - buf.len();
+    if spare < READ_SIZE / 4 || spare < want {
+        buf.reserve(want.max(READ_SIZE));
+    }
+    tokio_util::io::poll_read_buf(Pin::new(io), cx, buf)
+}
+
+/// The body's next data, from `buf` and then from `io`; `None` at its end
+/// (`body` is `Done` then). The connection's end ends a `Close` body and is
+/// an error in any other.
+pub fn poll_body<IO: AsyncRead + Unpin>(
+    io: &mut IO,
+    buf: &mut BytesMut,
+    body: &mut Framing,
+    cx: &mut Context<'_>,
+) -> Poll<Option<io::Result<Bytes>>> {
+    loop {
+        let want = match next(buf, body) {
+            Err(e) => return Poll::Ready(Some(Err(e))),
+            Ok(Next::Data(data)) => return Poll::Ready(Some(Ok(data))),
+            Ok(Next::End) => return Poll::Ready(None),
+            Ok(Next::More(want)) => want,
+        };
+        match std::task::ready!(poll_fill(io, buf, cx, want)) {
+            Err(e) => return Poll::Ready(Some(Err(e))),
+            Ok(0) if *body == Framing::Close => {
+                *body = Framing::Done;
+                return Poll::Ready(None);
+            }
+            Ok(0) => {
+                return Poll::Ready(Some(Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "connection closed before the body's end",
+                ))))
+            }
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Writes `data` from `*written` on, counting what went out in `written`,
+/// so a write that had to wait resumes where it stopped.
+pub fn poll_write_all<IO: AsyncWrite + Unpin>(
+    io: &mut IO,
+    cx: &mut Context<'_>,
+    data: &[u8],
+    written: &mut usize,
+) -> Poll<io::Result<()>> {
+    while *written < data.len() {
+        let n = std::task::ready!(Pin::new(&mut *io).poll_write(cx, &data[*written..]))?;
+        if n == 0 {
+            return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+        }
+        *written += n;
+    }
+    Poll::Ready(Ok(()))
+}
 
 /// How much of a body is left, and how its end is known.
 #[derive(Debug, PartialEq, Eq)]

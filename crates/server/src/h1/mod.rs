@@ -57,12 +57,6 @@ pub const MAX_HEAD: usize = 8 * 1024 + 4096 * 100;
 /// The most header fields a request may have (hyper's default too).
 pub const MAX_HEADERS: usize = 100;
 
-/// How much room a read asks for.
-const READ_SIZE: usize = 8 * 1024;
-
-/// The most room made for one read of a body of known length.
-const MAX_READ: usize = 256 * 1024;
-
 /// A response body up to this size is copied behind the head and written
 /// with it; a larger frame is written on its own.
 const INLINE_BODY: usize = 16 * 1024;
@@ -159,32 +153,15 @@ impl<IO: AsyncRead + AsyncWrite + Unpin + Send> Source for Link<IO> {
     fn poll_data(&self, cx: &mut Context<'_>) -> Poll<Option<io::Result<Bytes>>> {
         let mut inner = self.lock();
         let inner = &mut *inner;
-        while inner.continue_left > 0 {
-            let from = CONTINUE.len() - inner.continue_left;
-            match std::task::ready!(Pin::new(&mut inner.io).poll_write(cx, &CONTINUE[from..])) {
-                Ok(0) => return Poll::Ready(Some(Err(io::ErrorKind::WriteZero.into()))),
-                Ok(n) => inner.continue_left -= n,
-                Err(e) => return Poll::Ready(Some(Err(e))),
+        if inner.continue_left > 0 {
+            let mut written = CONTINUE.len() - inner.continue_left;
+            let sent = framing::poll_write_all(&mut inner.io, cx, CONTINUE, &mut written);
+            inner.continue_left = CONTINUE.len() - written;
+            if let Err(e) = std::task::ready!(sent) {
+                return Poll::Ready(Some(Err(e)));
             }
         }
-        loop {
-            let want = match framing::next(&mut inner.buf, &mut inner.body) {
-                Err(e) => return Poll::Ready(Some(Err(e))),
-                Ok(Next::Data(data)) => return Poll::Ready(Some(Ok(data))),
-                Ok(Next::End) => return Poll::Ready(None),
-                Ok(Next::More(want)) => want,
-            };
-            match std::task::ready!(fill(&mut inner.io, &mut inner.buf, cx, want)) {
-                Err(e) => return Poll::Ready(Some(Err(e))),
-                Ok(0) => {
-                    return Poll::Ready(Some(Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the client closed the connection before the body's end",
-                    ))))
-                }
-                Ok(_) => {}
-            }
-        }
+        framing::poll_body(&mut inner.io, &mut inner.buf, &mut inner.body, cx)
     }
 
     fn is_end(&self) -> bool {
@@ -198,22 +175,6 @@ impl<IO: AsyncRead + AsyncWrite + Unpin + Send> Source for Link<IO> {
             _ => SizeHint::default(),
         }
     }
-}
-
-/// Reads more into `buf`: the number of bytes read, 0 at the end. Room for
-/// up to [`MAX_READ`] of the `want` bytes expected is made.
-fn fill<IO: AsyncRead + Unpin>(
-    io: &mut IO,
-    buf: &mut BytesMut,
-    cx: &mut Context<'_>,
-    want: u64,
-) -> Poll<io::Result<usize>> {
-    let want = usize::try_from(want).map_or(MAX_READ, |w| w.min(MAX_READ));
-    let spare = buf.capacity() - buf.len();
-    if spare < READ_SIZE / 4 || spare < want {
-        buf.reserve(want.max(READ_SIZE));
-    }
-    tokio_util::io::poll_read_buf(Pin::new(io), cx, buf)
 }
 
 /// The response future a connection awaits for each request.
@@ -373,7 +334,7 @@ fn poll_head<IO: AsyncRead + HeadClock + Unpin>(
                 Ok(None) => {}
             }
         }
-        match std::task::ready!(fill(&mut inner.io, &mut inner.buf, cx, 0)) {
+        match std::task::ready!(framing::poll_fill(&mut inner.io, &mut inner.buf, cx, 0)) {
             Ok(0) if inner.buf.is_empty() => return Poll::Ready(Ok(None)),
             Ok(0) | Err(_) => return Poll::Ready(Err(HeadError::Gone)),
             Ok(_) => {}
@@ -390,7 +351,7 @@ fn client_gone<IO: AsyncRead + Unpin>(inner: &mut Inner<IO>, cx: &mut Context<'_
         return false;
     }
     while inner.buf.len() < MAX_HEAD {
-        match fill(&mut inner.io, &mut inner.buf, cx, 0) {
+        match framing::poll_fill(&mut inner.io, &mut inner.buf, cx, 0) {
             Poll::Pending => return false,
             Poll::Ready(Ok(0) | Err(_)) => return true,
             Poll::Ready(Ok(_)) => {}
@@ -745,13 +706,12 @@ async fn send<IO: AsyncWrite + Unpin>(link: &Link<IO>, data: &[u8]) -> io::Resul
     let mut written = 0;
     std::future::poll_fn(|cx| {
         let mut inner = link.lock();
-        while written < data.len() {
-            match std::task::ready!(Pin::new(&mut inner.io).poll_write(cx, &data[written..])) {
-                Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
-                Ok(n) => written += n,
-                Err(e) => return Poll::Ready(Err(e)),
-            }
-        }
+        std::task::ready!(framing::poll_write_all(
+            &mut inner.io,
+            cx,
+            data,
+            &mut written
+        ))?;
         Pin::new(&mut inner.io).poll_flush(cx)
     })
     .await

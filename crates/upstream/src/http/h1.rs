@@ -24,7 +24,7 @@ use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use crate::framing::{self, Next};
+use crate::framing;
 pub(crate) use crate::framing::{Chunk, Framing};
 use http::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{HeaderMap, Method, StatusCode};
@@ -39,13 +39,6 @@ pub(crate) const MAX_HEAD: usize = 64 * 1024;
 
 /// The most header fields an answer may have (hyper's default too).
 pub(crate) const MAX_HEADERS: usize = 100;
-
-/// How much room a read asks for.
-const READ_SIZE: usize = 8 * 1024;
-
-/// The most room made for one read, when the rest of a body is known to be
-/// that large.
-const MAX_READ: usize = 256 * 1024;
 
 /// A request body up to this size is copied behind the head and written with
 /// it; a larger one is written on its own, from where it is.
@@ -259,14 +252,7 @@ impl Conn {
         data: &[u8],
         written: &mut usize,
     ) -> Poll<io::Result<()>> {
-        while *written < data.len() {
-            let n = std::task::ready!(Pin::new(&mut self.io).poll_write(cx, &data[*written..]))?;
-            if n == 0 {
-                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
-            }
-            *written += n;
-        }
-        Poll::Ready(Ok(()))
+        framing::poll_write_all(&mut self.io, cx, data, written)
     }
 
     /// Reads the answer's head (informational `1xx` answers are skipped).
@@ -297,17 +283,9 @@ impl Conn {
         }
     }
 
-    /// Reads more into the buffer: the number of bytes read, 0 at the end.
-    /// `want` is how much the reader expects (the rest of a body of known
-    /// length): room for up to [`MAX_READ`] of it is made, so a large answer
-    /// takes a few reads rather than one per [`READ_SIZE`].
+    /// Reads more into the buffer (`framing::poll_fill`).
     fn poll_fill(&mut self, cx: &mut Context<'_>, want: u64) -> Poll<io::Result<usize>> {
-        let want = usize::try_from(want).map_or(MAX_READ, |w| w.min(MAX_READ));
-        let spare = self.buf.capacity() - self.buf.len();
-        if spare < READ_SIZE / 4 || spare < want {
-            self.buf.reserve(want.max(READ_SIZE));
-        }
-        tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buf)
+        framing::poll_fill(&mut self.io, &mut self.buf, cx, want)
     }
 
     /// The answer body's next data, `None` at its end (`body` is `Done`
@@ -317,28 +295,7 @@ impl Conn {
         cx: &mut Context<'_>,
         body: &mut Framing,
     ) -> Poll<Option<io::Result<Bytes>>> {
-        loop {
-            let want = match framing::next(&mut self.buf, body) {
-                Err(e) => return Poll::Ready(Some(Err(e))),
-                Ok(Next::Data(data)) => return Poll::Ready(Some(Ok(data))),
-                Ok(Next::End) => return Poll::Ready(None),
-                Ok(Next::More(want)) => want,
-            };
-            match std::task::ready!(self.poll_fill(cx, want)) {
-                Err(e) => return Poll::Ready(Some(Err(e))),
-                Ok(0) if *body == Framing::Close => {
-                    *body = Framing::Done;
-                    return Poll::Ready(None);
-                }
-                Ok(0) => {
-                    return Poll::Ready(Some(Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "connection closed before the body's end",
-                    ))))
-                }
-                Ok(_) => {}
-            }
-        }
+        framing::poll_body(&mut self.io, &mut self.buf, body, cx)
     }
 
     /// Whether an idle connection can take another request: nothing is left
@@ -351,7 +308,7 @@ impl Conn {
         if !self.buf.is_empty() {
             return false;
         }
-        if self.buf.capacity() > 2 * READ_SIZE {
+        if self.buf.capacity() > 2 * framing::READ_SIZE {
             self.buf = BytesMut::new();
         }
         // Into a byte of its own: the buffer may still be shared with the

@@ -2,7 +2,7 @@
 //! encoding, and whole exchanges over loopback with answers cut anywhere.
 
 use super::*;
-use crate::framing::Next;
+use crate::framing::{Next, READ_SIZE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
