@@ -91,6 +91,25 @@ pub fn poll_write_all<IO: AsyncWrite + Unpin>(
     Poll::Ready(Ok(()))
 }
 
+/// A `Content-Length` value: digits only (spaces around them allowed),
+/// `None` for anything else.
+pub fn content_length(value: &[u8]) -> Option<u64> {
+    std::str::from_utf8(value)
+        .ok()
+        .map(str::trim)
+        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// Whether a `Transfer-Encoding` value makes the body chunked: only its last
+/// coding says (RFC 9112 §6.3).
+pub fn ends_chunked(value: &[u8]) -> bool {
+    value
+        .rsplit(|&b| b == b',')
+        .next()
+        .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+}
+
 /// How much of a body is left, and how its end is known.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Framing {

@@ -434,22 +434,14 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, StatusCode> {
     for field in req.headers.iter() {
         let (name, value) = (header_name(field.name.as_bytes())?, field.value);
         if name == header::CONTENT_LENGTH {
-            let n = std::str::from_utf8(value)
-                .ok()
-                .map(str::trim)
-                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|v| v.parse::<u64>().ok())
-                .ok_or(bad)?;
+            let n = framing::content_length(value).ok_or(bad)?;
             if length.is_some_and(|l| l != n) {
                 return Err(bad);
             }
             length = Some(n);
         } else if name == header::TRANSFER_ENCODING {
             coded = true;
-            chunked = value
-                .rsplit(|&b| b == b',')
-                .next()
-                .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+            chunked = framing::ends_chunked(value);
         } else if name == header::CONNECTION {
             for token in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
                 if token.eq_ignore_ascii_case(b"close") {

@@ -370,23 +370,15 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, Failure> {
                 value.len(),
             ));
             if name.eq_ignore_ascii_case(b"content-length") {
-                let n = std::str::from_utf8(value)
-                    .ok()
-                    .map(str::trim)
-                    .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-                    .and_then(|v| v.parse::<u64>().ok())
+                let n = framing::content_length(value)
                     .ok_or_else(|| Failure::Invalid("invalid Content-Length".to_owned()))?;
                 if length.is_some_and(|l| l != n) {
                     return Err(Failure::Invalid("two different Content-Lengths".to_owned()));
                 }
                 length = Some(n);
             } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-                // Only the last coding says whether the body is chunked.
                 coded = true;
-                chunked = value
-                    .rsplit(|&b| b == b',')
-                    .next()
-                    .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+                chunked = framing::ends_chunked(value);
             } else if name.eq_ignore_ascii_case(b"connection")
                 && value
                     .split(|&b| b == b',')
