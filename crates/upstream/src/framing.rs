@@ -91,6 +91,13 @@ pub fn poll_write_all<IO: AsyncWrite + Unpin>(
     Poll::Ready(Ok(()))
 }
 
+/// Writes a `content-length: n` field line into a head being built.
+pub fn push_content_length(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(b"content-length: ");
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
 /// A `Content-Length` value: digits only (spaces around them allowed),
 /// `None` for anything else.
 pub fn content_length(value: &[u8]) -> Option<u64> {

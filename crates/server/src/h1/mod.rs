@@ -595,16 +595,10 @@ where
     }
     if !has_length {
         match out_kind {
-            Out::Length => {
-                out.extend_from_slice(b"content-length: ");
-                out.extend_from_slice(itoa::Buffer::new().format(exact.unwrap_or(0)).as_bytes());
-                out.extend_from_slice(b"\r\n");
-            }
+            Out::Length => framing::push_content_length(&mut out, exact.unwrap_or(0)),
             Out::None if is_head => {
                 if let Some(n) = exact {
-                    out.extend_from_slice(b"content-length: ");
-                    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-                    out.extend_from_slice(b"\r\n");
+                    framing::push_content_length(&mut out, n);
                 }
             }
             Out::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),

@@ -454,9 +454,7 @@ fn encode(
         out.extend_from_slice(b"\r\n");
     }
     if !body.is_empty() || !matches!(*method, Method::GET | Method::HEAD | Method::DELETE) {
-        out.extend_from_slice(b"content-length: ");
-        out.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
-        out.extend_from_slice(b"\r\n");
+        framing::push_content_length(&mut out, body.len() as u64);
     }
     out.extend_from_slice(b"\r\n");
     if inline {
