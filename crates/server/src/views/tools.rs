@@ -89,6 +89,20 @@ pub async fn route_catalog(cx: &Cx<'_>) -> Arc<Catalog> {
         &cx.route.naming,
         &cx.route.filter,
     ));
+    // Two requests may merge the same lists at once (the warm-up and a first
+    // client, on different threads): the first to store its catalog has it
+    // counted and logged; the other serves that one and counts nothing.
+    if let Ok(mut memo) = cx.route.merged.lock() {
+        if let Some((fp, kept)) = memo.as_ref() {
+            if *fp == fingerprint {
+                let kept = kept.clone();
+                drop(memo);
+                remember_warm(cx, changes, &entries, &kept);
+                return kept;
+            }
+        }
+        *memo = Some((fingerprint, catalog.clone()));
+    }
     for d in &catalog.dropped {
         tracing::warn!(upstream = %d.upstream, tool = %d.tool, reason = %d.reason, "upstream tool left out of the catalog");
         state
@@ -122,9 +136,6 @@ pub async fn route_catalog(cx: &Cx<'_>) -> Arc<Catalog> {
                 .with_label_values(&[&u.id])
                 .set(held as i64);
         }
-    }
-    if let Ok(mut memo) = cx.route.merged.lock() {
-        *memo = Some((fingerprint, catalog.clone()));
     }
     remember_warm(cx, changes, &entries, &catalog);
     catalog
