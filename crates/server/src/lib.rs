@@ -53,6 +53,7 @@ mod h1;
 mod listener;
 mod reload;
 mod status;
+mod workers;
 
 pub use crate::error::GatewayError;
 pub use crate::listener::{serve, warm_up, Shared};

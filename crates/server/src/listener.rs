@@ -22,6 +22,7 @@ use crate::response::{self, Body};
 use crate::state::State;
 use crate::status::{self, ReloadLog};
 use crate::views;
+use crate::workers::{self, Workers};
 
 const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -175,6 +176,12 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
     // Ends connections still before their first request (the h2c peek, the TLS
     // handshake): they hold a watcher, and shutdown would wait for them.
     let stop = tokio_util::sync::CancellationToken::new();
+    // Each connection lives on one connection thread (`workers`), chosen in turn.
+    let workers = Workers::start(workers::count()).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "could not start the connection threads; serving on the main runtime");
+        Workers::here()
+    });
+    let mut turn = 0usize;
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -187,6 +194,12 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                     }
                 };
                 let _ = stream.set_nodelay(true);
+                // Handed over as a plain socket: the connection thread
+                // registers it with its own runtime, whose thread its
+                // wakes then go to.
+                let Ok(stream) = stream.into_std() else { continue };
+                let worker = workers.get(turn);
+                turn = turn.wrapping_add(1);
                 let in_flight = InFlight::default();
                 let service = Service { shared: shared.clone(), peer, in_flight: in_flight.clone() };
                 let builders = builders.clone();
@@ -194,7 +207,8 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                 let stop = stop.clone();
                 match shared.tls.load_full() {
                     None => {
-                        tokio::spawn(async move {
+                        worker.spawn(async move {
+                            let Ok(stream) = tokio::net::TcpStream::from_std(stream) else { return };
                             // A connection that sends nothing is closed after the head
                             // limit, which also bounds the rest of its first head.
                             let by = tokio::time::Instant::now() + head_timeout;
@@ -207,7 +221,8 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                         });
                     }
                     Some(acceptor) => {
-                        tokio::spawn(async move {
+                        worker.spawn(async move {
+                            let Ok(stream) = tokio::net::TcpStream::from_std(stream) else { return };
                             let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
                             let tls = match stop.run_until_cancelled(handshake).await {
                                 Some(Ok(Ok(tls))) => tls,

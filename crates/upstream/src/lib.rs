@@ -18,6 +18,7 @@ mod envelope;
 mod era;
 mod error;
 pub mod framing;
+pub mod home;
 mod http;
 mod observed;
 mod sse;

@@ -67,6 +67,8 @@ struct Idle {
 /// An HTTP/1.1 connection ([`h1::Conn`]), counted as open while it lives.
 pub(crate) struct Link {
     conn: h1::Conn,
+    /// The idle stack it goes back to: its socket's thread's ([`crate::home`]).
+    home: usize,
     /// What its socket wakes while it sits idle; `waker` is the same.
     wakes: Arc<IdleWake>,
     waker: Waker,
@@ -137,7 +139,9 @@ pub(crate) struct Pool {
     /// The HTTP/1.1 request target (origin form) and `Host`.
     path: String,
     host: HeaderValue,
-    idle: Mutex<Vec<Idle>>,
+    /// One stack per connection thread ([`crate::home`]), and one for any
+    /// other thread: a connection is used where its socket is registered.
+    idle: Box<[Mutex<Vec<Idle>>]>,
     h2: Mutex<Option<http2::SendRequest<ReqBody>>>,
     idle_limit: Duration,
     /// Whether the task that closes connections idle past `idle_limit` runs.
@@ -195,7 +199,9 @@ impl Pool {
             url,
             path,
             host,
-            idle: Mutex::new(Vec::new()),
+            idle: (0..crate::home::stacks())
+                .map(|_| Mutex::default())
+                .collect(),
             h2: Mutex::new(None),
             idle_limit: IDLE_LIMIT,
             reaper: AtomicBool::new(false),
@@ -276,12 +282,17 @@ impl Pool {
                 None => {}
             }
         }
-        let mut idle = lock(&self.idle);
-        // The most recently returned first; one the upstream closed (or sent
-        // something on) while it sat idle is dropped.
-        while let Some(mut i) = idle.pop() {
-            if i.link.usable(false) {
-                return Some(Conn::H1(i.link));
+        // This thread's own connections first, then another thread's rather
+        // than a new connection; the most recently returned first. One the
+        // upstream closed (or sent something on) while it sat idle is dropped.
+        let own = crate::home::current() % self.idle.len();
+        let order = (own..self.idle.len()).chain(0..own);
+        for stack in order.map(|i| &self.idle[i]) {
+            let mut idle = lock(stack);
+            while let Some(mut i) = idle.pop() {
+                if i.link.usable(false) {
+                    return Some(Conn::H1(i.link));
+                }
             }
         }
         None
@@ -335,6 +346,7 @@ impl Pool {
             });
             Ok(Conn::H1(Link {
                 conn: h1::Conn::new(h1::Stream::new(io)),
+                home: crate::home::current() % self.idle.len(),
                 waker: Waker::from(wakes.clone()),
                 wakes,
                 _open: self.opened(),
@@ -393,7 +405,7 @@ impl Pool {
             return;
         }
         {
-            let mut idle = lock(&self.idle);
+            let mut idle = lock(&self.idle[link.home]);
             if idle.len() >= MAX_IDLE {
                 return;
             }
@@ -430,7 +442,9 @@ impl Pool {
                 }
                 let Some(pool) = pool.upgrade() else { return };
                 let limit = pool.idle_limit;
-                lock(&pool.idle).retain_mut(|i| i.link.usable(true) && i.since.elapsed() < limit);
+                for stack in pool.idle.iter() {
+                    lock(stack).retain_mut(|i| i.link.usable(true) && i.since.elapsed() < limit);
+                }
             }
         });
     }
@@ -632,6 +646,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_connection_goes_back_to_the_stack_of_the_thread_that_opened_it() {
+        let (url, open) = keep_alive_server().await;
+        let pool =
+            Arc::new(Pool::new(super::super::wire::build_connector(None).unwrap(), url).unwrap());
+        let sizes = |pool: &Pool| pool.idle.iter().map(|s| lock(s).len()).collect::<Vec<_>>();
+        let (first, second) = (1 % pool.idle.len(), 2 % pool.idle.len());
+        crate::home::set(1);
+        ok_call(&pool).await;
+        assert_eq!(sizes(&pool)[first], 1, "back on its thread's stack");
+        // Another thread with no idle connection of its own takes that one
+        // rather than opening a second, and it goes back where it came from.
+        crate::home::set(2);
+        ok_call(&pool).await;
+        assert_eq!(open.load(Ordering::SeqCst), 1, "no second connection");
+        assert_eq!(sizes(&pool)[first], 1);
+        assert_eq!(sizes(&pool)[second], 0);
+        crate::home::set(0);
+    }
+
+    #[tokio::test]
     async fn a_connection_idle_past_the_limit_is_closed() {
         let (url, open) = keep_alive_server().await;
         let mut pool = Pool::new(super::super::wire::build_connector(None).unwrap(), url).unwrap();
@@ -679,7 +713,8 @@ mod tests {
         };
         pool.count_connections(counters.clone());
         ok_call(&pool).await;
-        assert_eq!(lock(&pool.idle).len(), 1, "kept alive");
+        let idle = |pool: &Pool| pool.idle.iter().map(|s| lock(s).len()).sum::<usize>();
+        assert_eq!(idle(&pool), 1, "kept alive");
         assert_eq!(counters.open.get(), 1);
         // Well before the reaper's first tick (30 s).
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -690,6 +725,6 @@ mod tests {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert!(lock(&pool.idle).is_empty());
+        assert_eq!(idle(&pool), 0);
     }
 }
