@@ -10,6 +10,9 @@
 //! takes over the IO driver, so the upstream's answer is handled on the
 //! other thread (strace at concurrency 1, on hyper's HTTP/1 server: one
 //! `FUTEX_WAKE` and one `FUTEX_WAIT` per call, the two workers taking turns).
+//! Connections now run on current-thread runtimes (`workers`), where there
+//! is no other worker to wake, but such a wake still sends the task to the
+//! back of its thread's run queue, behind every other connection's.
 //!
 //! `inline_wakes` gives the inner future a waker that notes a wake arriving
 //! while it is being polled and polls it again at once, up to `ROUNDS` times;

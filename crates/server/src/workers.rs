@@ -9,8 +9,8 @@
 //! with whichever one its socket's wake reached, and its state (request
 //! futures of several KiB, read buffers) moved between the cores' caches with
 //! it. Measured at c=32 on two cores (BENCHMARKS.md), Junction spent 26.9 µs
-//! of CPU per `tools/call` on two workers and 21.7 µs on one; on these
-//! threads the throughput went from about 41k to 47k calls/s.
+//! of CPU per `tools/call` on two workers and 21.7 µs on one; on two of
+//! these threads about 21.5 µs, and 48–53k calls/s where it served 41k.
 //!
 //! Everything else stays on the main runtime: accepting, the catalog's
 //! background refreshes, reloads, the fleet bus, stdio upstreams. What a
