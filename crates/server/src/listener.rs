@@ -197,7 +197,13 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                 // Handed over as a plain socket: the connection thread
                 // registers it with its own runtime, whose thread its
                 // wakes then go to.
-                let Ok(stream) = stream.into_std() else { continue };
+                let stream = match stream.into_std() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not hand a connection over");
+                        continue;
+                    }
+                };
                 let worker = workers.get(turn);
                 turn = turn.wrapping_add(1);
                 let in_flight = InFlight::default();

@@ -24,18 +24,11 @@ use std::io;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
-/// How many connection threads: `TOKIO_WORKER_THREADS` when set to a
-/// positive number (the knob operators already had for tokio's own pool),
-/// else one per CPU the process may use (the cgroup's CPU quota counts, as
-/// for tokio's worker count).
+/// How many connection threads (`junction_upstream::home::threads`: one per
+/// CPU, or `TOKIO_WORKER_THREADS`); the upstream pools keep as many idle
+/// stacks.
 pub(crate) fn count() -> usize {
-    threads_from(std::env::var("TOKIO_WORKER_THREADS").ok().as_deref())
-}
-
-fn threads_from(env: Option<&str>) -> usize {
-    env.and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    junction_upstream::home::threads()
 }
 
 /// The running connection threads. Dropping this ends them: each thread's
@@ -111,16 +104,6 @@ mod tests {
         assert_eq!(on(0), (Some("junction-conn-1".to_owned()), 1));
         assert_eq!(on(1), (Some("junction-conn-2".to_owned()), 2));
         assert_eq!(on(2), (Some("junction-conn-1".to_owned()), 1), "in turn");
-    }
-
-    #[test]
-    fn the_thread_count_follows_tokio_worker_threads_when_it_is_a_number() {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        assert_eq!(threads_from(Some("3")), 3);
-        assert_eq!(threads_from(Some(" 1 ")), 1);
-        assert_eq!(threads_from(None), cpus);
-        assert_eq!(threads_from(Some("0")), cpus);
-        assert_eq!(threads_from(Some("many")), cpus);
     }
 
     #[test]

@@ -22,9 +22,38 @@ pub fn set(n: usize) {
     HOME.with(|h| h.set(n));
 }
 
-/// How many per-thread stacks to keep: one per connection thread the server
-/// starts by default (one per CPU), and one for every other thread. More
-/// threads share stacks (`current() % stacks()`).
+/// How many connection threads the server starts: `TOKIO_WORKER_THREADS`
+/// when set to a positive number (the knob operators already had for tokio's
+/// own pool), else one per CPU the process may use (the cgroup's CPU quota
+/// counts, as for tokio's worker count).
+pub fn threads() -> usize {
+    threads_from(std::env::var("TOKIO_WORKER_THREADS").ok().as_deref())
+}
+
+fn threads_from(env: Option<&str>) -> usize {
+    env.and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// How many per-thread stacks to keep: one per connection thread, and one for
+/// every other thread. Threads numbered past that share stacks
+/// (`current() % stacks()`).
 pub fn stacks() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get()) + 1
+    threads() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_thread_count_follows_tokio_worker_threads_when_it_is_a_number() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(threads_from(Some("3")), 3);
+        assert_eq!(threads_from(Some(" 1 ")), 1);
+        assert_eq!(threads_from(None), cpus);
+        assert_eq!(threads_from(Some("0")), cpus);
+        assert_eq!(threads_from(Some("many")), cpus);
+    }
 }
