@@ -1,5 +1,5 @@
-//! The connection threads: one per CPU, each running a current-thread tokio
-//! runtime. The listener hands every accepted connection to one of them in
+//! The connection threads: one per CPU (or `TOKIO_WORKER_THREADS`), each
+//! running a current-thread tokio runtime. The listener hands every accepted connection to one of them in
 //! turn, and the connection lives there until it closes: its socket, its
 //! request futures, its timers and the upstream connections it opens all
 //! stay on one thread (a thread reuses only the upstream connections it
