@@ -287,13 +287,19 @@ impl Pool {
         // answer, which then wakes this one (an eventfd write and an epoll
         // wait more per call). One the upstream closed (or sent something
         // on) while it sat idle is dropped.
-        let mut idle = lock(&self.idle[crate::home::current() % self.idle.len()]);
+        let mut idle = lock(&self.idle[self.own_stack()]);
         while let Some(mut i) = idle.pop() {
             if i.link.usable(false) {
                 return Some(Conn::H1(i.link));
             }
         }
         None
+    }
+
+    /// This thread's idle stack: where its new connections go back to, and
+    /// the only one it takes from.
+    fn own_stack(&self) -> usize {
+        crate::home::current() % self.idle.len()
     }
 
     /// A new connection, made one at a time unless the upstream is known to
@@ -344,7 +350,7 @@ impl Pool {
             });
             Ok(Conn::H1(Link {
                 conn: h1::Conn::new(h1::Stream::new(io)),
-                home: crate::home::current() % self.idle.len(),
+                home: self.own_stack(),
                 waker: Waker::from(wakes.clone()),
                 wakes,
                 _open: self.opened(),
