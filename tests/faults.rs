@@ -253,7 +253,8 @@ async fn call_faults_get_the_right_gateway_error_and_spare_the_healthy_upstream(
     // threads keeps its own (one per CPU), so up to one more per upstream and
     // extra thread appears while the threads first call each upstream; but
     // faults must not leak a descriptor per failed call (12 a round here).
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // The gateway inherits this process's environment, so this is its count.
+    let threads = junction_upstream::home::threads();
     let pool_sets = (threads - 1) * (faulty.len() + 1);
     assert!(
         fds_after_round[2] <= fds_after_round[0] + 4 + pool_sets,
