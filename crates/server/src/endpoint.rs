@@ -74,20 +74,20 @@ impl Label {
 /// an `async fn` keeps its arguments twice in its state (the captured request
 /// and what it is split into), and this future is part of the one allocated
 /// and copied whole per request (`listener::REQUEST_FUTURE_LIMIT`).
-pub fn handle(
-    state: Arc<State>,
-    route: Arc<RouteState>,
+pub fn handle<'a>(
+    state: &'a Arc<State>,
+    route: &'a Arc<RouteState>,
     parts: http::request::Parts,
     body: RequestBody,
     peer: std::net::SocketAddr,
-) -> impl Future<Output = Response<Body>> + Send {
+) -> impl Future<Output = Response<Body>> + Send + 'a {
     let started = Instant::now();
     async move {
         match junction_telemetry::otel::tracer() {
-            None => handled(&state, &route, &parts, body, peer, started).await,
+            None => handled(state, route, &parts, body, peer, started).await,
             // Boxed: only a traced request pays for the span and its context.
             Some(tracer) => {
-                Box::pin(traced(tracer, &state, &route, &parts, body, peer, started)).await
+                Box::pin(traced(tracer, state, route, &parts, body, peer, started)).await
             }
         }
     }

@@ -104,10 +104,43 @@ type RouteFuture = std::pin::Pin<
 /// allocates the extension map and the value on every request), counted in
 /// flight until its response is written (the connection's idle clock).
 #[derive(Clone)]
-struct Service {
+struct Service(Arc<Conn>);
+
+/// What every request of one connection shares, cloned per request as a
+/// count only this connection's thread writes. The gateway-wide `Shared` and
+/// `State` are reached through it instead of being cloned per request: each
+/// of their reference counts is a cache line that every connection thread
+/// would write in turn, on every request.
+struct Conn {
     shared: Arc<Shared>,
     peer: std::net::SocketAddr,
     in_flight: InFlight,
+    /// The serving state as this connection last saw it, behind a count of
+    /// its own; replaced when a reload has swapped `shared.state`.
+    state: std::sync::Mutex<Arc<Arc<State>>>,
+}
+
+impl Conn {
+    fn new(shared: Arc<Shared>, peer: std::net::SocketAddr, in_flight: InFlight) -> Conn {
+        let state = std::sync::Mutex::new(Arc::new(shared.state.load_full()));
+        Conn {
+            shared,
+            peer,
+            in_flight,
+            state,
+        }
+    }
+
+    /// The current serving state, for one request. `ArcSwap::load` writes
+    /// only this thread's slot; the count cloned is this connection's.
+    fn state(&self) -> Arc<Arc<State>> {
+        let current = self.shared.state.load();
+        let mut kept = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if !Arc::ptr_eq(&**kept, &*current) {
+            *kept = Arc::new(Arc::clone(&current));
+        }
+        Arc::clone(&kept)
+    }
 }
 
 impl Service {
@@ -120,7 +153,7 @@ impl Service {
         // and copy all of it.
         let fut = Box::write(
             Box::new_uninit(),
-            route(self.shared.clone(), req, self.peer, self.in_flight.enter()),
+            route(self.0.clone(), req, self.0.in_flight.enter()),
         );
         Box::into_pin(fut)
     }
@@ -207,10 +240,13 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                 let worker = workers.get(turn);
                 turn = turn.wrapping_add(1);
                 let in_flight = InFlight::default();
-                let service = Service { shared: shared.clone(), peer, in_flight: in_flight.clone() };
+                let service = Service(Arc::new(Conn::new(shared.clone(), peer, in_flight.clone())));
                 let builders = builders.clone();
                 let watcher = graceful.watcher();
-                let stop = stop.clone();
+                // A child per connection: checking it (twice a request)
+                // locks the child's mutex, which only this connection's
+                // thread takes, not one every connection thread shares.
+                let stop = stop.child_token();
                 match shared.tls.load_full() {
                     None => {
                         worker.spawn(async move {
@@ -265,15 +301,16 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
 /// they are moved into, 272 bytes here), and this future is allocated and
 /// copied whole per request.
 fn route(
-    shared: Arc<Shared>,
+    conn: Arc<Conn>,
     req: Request<RequestBody>,
-    peer: std::net::SocketAddr,
     busy: Busy,
 ) -> impl Future<Output = Result<Response<Counted<Body>>, std::convert::Infallible>> + Send {
     // Split before the block, so the block keeps the parts, not the request too.
     let (parts, body) = req.into_parts();
     async move {
-        let state = shared.state.load_full();
+        let (shared, peer) = (&conn.shared, conn.peer);
+        let kept = conn.state();
+        let state: &Arc<State> = &kept;
         let path = parts.uri.path();
         let response = match path {
             "/healthz" => response::text(StatusCode::OK, "ok\n"),
@@ -293,7 +330,7 @@ fn route(
                 Box::pin(status::respond(&state, &shared.reloads, &parts)).await
             }
             p if p.starts_with(WELL_KNOWN) => protected_resource(&state, &p[WELL_KNOWN.len()..]),
-            _ => match state.routes.get(path).cloned() {
+            _ => match state.routes.get(path) {
                 Some(route) => endpoint::handle(state, route, parts, body, peer).await,
                 None => response::text(StatusCode::NOT_FOUND, "no MCP route at this path\n"),
             },
