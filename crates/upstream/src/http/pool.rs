@@ -141,7 +141,7 @@ pub(crate) struct Pool {
     host: HeaderValue,
     /// One stack per connection thread ([`crate::home`]), and one for any
     /// other thread: a connection is used where its socket is registered.
-    idle: Box<[Mutex<Vec<Idle>>]>,
+    idle: Box<[Arc<Stack>]>,
     h2: Mutex<Option<http2::SendRequest<ReqBody>>>,
     idle_limit: Duration,
     /// Whether the task that closes connections idle past `idle_limit` runs.
@@ -155,6 +155,32 @@ pub(crate) struct Pool {
     connecting: tokio::sync::Mutex<()>,
     /// Notified when an idle HTTP/1.1 connection's socket wakes ([`IdleWake`]).
     idle_woken: Arc<tokio::sync::Notify>,
+}
+
+/// One thread's idle connections. A lease holds its stack, not the pool:
+/// cloning and dropping it per call writes a count only that thread writes,
+/// where the pool's is one every connection thread would write in turn (a
+/// cache line moving between the cores on every call). Aligned so no two
+/// stacks (or their counts) share a cache line.
+#[repr(align(128))]
+#[derive(Default)]
+struct Stack(Mutex<Vec<Idle>>);
+
+impl Stack {
+    fn put_back(&self, mut link: Link) {
+        // Its socket's next wake is the reaper's: an idle link is polled by
+        // no one else.
+        if !link.usable(true) {
+            return;
+        }
+        let mut idle = lock(&self.0);
+        if idle.len() < MAX_IDLE {
+            idle.push(Idle {
+                link,
+                since: Instant::now(),
+            });
+        }
+    }
 }
 
 const UNKNOWN: u8 = 0;
@@ -199,9 +225,7 @@ impl Pool {
             url,
             path,
             host,
-            idle: (0..crate::home::stacks())
-                .map(|_| Mutex::default())
-                .collect(),
+            idle: (0..crate::home::stacks()).map(|_| Arc::default()).collect(),
             h2: Mutex::new(None),
             idle_limit: IDLE_LIMIT,
             reaper: AtomicBool::new(false),
@@ -274,7 +298,9 @@ impl Pool {
     }
 
     fn checkout(&self) -> Option<Conn> {
-        {
+        // An upstream known to speak HTTP/1.1 has no HTTP/2 connection: its
+        // lock (a write every connection thread would make) is not taken.
+        if self.protocol.load(Ordering::Relaxed) != HTTP1 {
             let mut h2 = lock(&self.h2);
             match h2.as_ref() {
                 Some(tx) if !tx.is_closed() => return Some(Conn::H2(tx.clone())),
@@ -287,7 +313,7 @@ impl Pool {
         // answer, which then wakes this one (an eventfd write and an epoll
         // wait more per call). One the upstream closed (or sent something
         // on) while it sat idle is dropped.
-        let mut idle = lock(&self.idle[self.own_stack()]);
+        let mut idle = lock(&self.idle[self.own_stack()].0);
         while let Some(mut i) = idle.pop() {
             if i.link.usable(false) {
                 return Some(Conn::H1(i.link));
@@ -386,10 +412,15 @@ impl Pool {
     }
 
     fn lease_h1(self: &Arc<Self>, head: h1::Head, link: Link) -> Answered {
+        // Read first: once it is set, the flag's line is only ever read.
+        if !self.reaper.load(Ordering::Relaxed) && !self.reaper.swap(true, Ordering::Relaxed) {
+            self.start_reaper();
+        }
+        let stack = self.idle.get(link.home).cloned().unwrap_or_default();
         let mut body = H1Body {
             framing: head.body,
             keep_alive: head.keep_alive,
-            home: Some((self.clone(), link)),
+            home: Some((stack, link)),
         };
         // Nothing to read (a 202 with no body, a 204): back right away.
         if body.framing.is_done() {
@@ -402,31 +433,10 @@ impl Pool {
         }
     }
 
-    fn put_back(self: &Arc<Self>, mut link: Link) {
-        // Its socket's next wake is the reaper's: an idle link is polled by
-        // no one else.
-        if !link.usable(true) {
-            return;
-        }
-        {
-            let mut idle = lock(&self.idle[link.home]);
-            if idle.len() >= MAX_IDLE {
-                return;
-            }
-            idle.push(Idle {
-                link,
-                since: Instant::now(),
-            });
-        }
-        if !self.reaper.swap(true, Ordering::Relaxed) {
-            self.start_reaper();
-        }
-    }
-
     /// Closes, every third of `idle_limit`, the connections idle for longer
     /// than `idle_limit` (dropping a link closes its connection), and, when an
     /// idle connection wakes (`idle_woken`), those the upstream closed (one
-    /// poll each notices). Started with the first idle connection; ends with
+    /// poll each notices). Started with the first lease; ends with
     /// the pool.
     fn start_reaper(self: &Arc<Self>) {
         let pool = Arc::downgrade(self);
@@ -447,7 +457,7 @@ impl Pool {
                 let Some(pool) = pool.upgrade() else { return };
                 let limit = pool.idle_limit;
                 for stack in pool.idle.iter() {
-                    lock(stack).retain_mut(|i| i.link.usable(true) && i.since.elapsed() < limit);
+                    lock(&stack.0).retain_mut(|i| i.link.usable(true) && i.since.elapsed() < limit);
                 }
             }
         });
@@ -502,14 +512,14 @@ struct H1Body {
     framing: Framing,
     keep_alive: bool,
     /// `None` once the body has ended (the link went back, or was dropped).
-    home: Option<(Arc<Pool>, Link)>,
+    home: Option<(Arc<Stack>, Link)>,
 }
 
 impl H1Body {
     fn release(&mut self) {
-        if let Some((pool, link)) = self.home.take() {
+        if let Some((stack, link)) = self.home.take() {
             if self.keep_alive && self.framing.is_done() {
-                pool.put_back(link);
+                stack.put_back(link);
             }
         }
     }
@@ -654,7 +664,12 @@ mod tests {
         let (url, open) = keep_alive_server().await;
         let pool =
             Arc::new(Pool::new(super::super::wire::build_connector(None).unwrap(), url).unwrap());
-        let sizes = |pool: &Pool| pool.idle.iter().map(|s| lock(s).len()).collect::<Vec<_>>();
+        let sizes = |pool: &Pool| {
+            pool.idle
+                .iter()
+                .map(|s| lock(&s.0).len())
+                .collect::<Vec<_>>()
+        };
         let (first, second) = (1 % pool.idle.len(), 2 % pool.idle.len());
         crate::home::set(1);
         ok_call(&pool).await;
@@ -719,7 +734,7 @@ mod tests {
         };
         pool.count_connections(counters.clone());
         ok_call(&pool).await;
-        let idle = |pool: &Pool| pool.idle.iter().map(|s| lock(s).len()).sum::<usize>();
+        let idle = |pool: &Pool| pool.idle.iter().map(|s| lock(&s.0).len()).sum::<usize>();
         assert_eq!(idle(&pool), 1, "kept alive");
         assert_eq!(counters.open.get(), 1);
         // Well before the reaper's first tick (30 s).
