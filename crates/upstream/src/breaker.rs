@@ -8,6 +8,7 @@
 //! with the cool-down doubled, up to a cap. JSON-RPC errors and protocol
 //! faults prove the upstream is alive, so they count as successes here.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -87,6 +88,41 @@ struct State {
 pub(crate) struct Breaker {
     cfg: BreakerConfig,
     state: Mutex<State>,
+    /// Closed with no failure counted: what nearly every call finds, and the
+    /// one state a call neither changes by being admitted nor by succeeding.
+    /// Read without the lock, so a healthy upstream's calls take no lock:
+    /// the lock is a write that every connection thread would make to the
+    /// same cache line, twice a call. Kept by [`Locked`]'s drop.
+    healthy: AtomicBool,
+}
+
+/// The state, locked; `healthy` is brought up to date when it is let go.
+struct Locked<'a> {
+    state: MutexGuard<'a, State>,
+    healthy: &'a AtomicBool,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = State;
+
+    fn deref(&self) -> &State {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        let healthy = self.state.phase == (Phase::Closed { failures: 0 });
+        if self.healthy.load(Ordering::Relaxed) != healthy {
+            self.healthy.store(healthy, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Leave to send one request; report how it went with `record`. A permit
@@ -128,15 +164,26 @@ impl Breaker {
                 phase: Phase::Closed { failures: 0 },
                 cool_down: cfg.cool_down,
             }),
+            healthy: AtomicBool::new(true),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        crate::lock(&self.state)
+    fn lock(&self) -> Locked<'_> {
+        Locked {
+            state: crate::lock(&self.state),
+            healthy: &self.healthy,
+        }
     }
 
     /// `None` while open (or while another request is probing).
     pub(crate) fn admit(&self) -> Option<Permit<'_>> {
+        if self.healthy.load(Ordering::Relaxed) {
+            return Some(Permit {
+                breaker: self,
+                probe: false,
+                reported: false,
+            });
+        }
         let mut s = self.lock();
         let probe = match s.phase {
             Phase::Closed { .. } => false,
@@ -154,6 +201,11 @@ impl Breaker {
     }
 
     fn record(&self, probe: bool, outcome: Outcome) {
+        // A success of a call admitted while closed leaves a healthy breaker
+        // as it is (a probe is only ever admitted under the lock).
+        if outcome == Outcome::Alive && !probe && self.healthy.load(Ordering::Relaxed) {
+            return;
+        }
         let mut s = self.lock();
         match (s.phase, outcome, probe) {
             (Phase::HalfOpen, Outcome::Alive, true) => {
