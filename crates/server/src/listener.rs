@@ -239,17 +239,25 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                 };
                 let worker = workers.get(turn);
                 turn = turn.wrapping_add(1);
-                let in_flight = InFlight::default();
-                let service = Service(Arc::new(Conn::new(shared.clone(), peer, in_flight.clone())));
                 let builders = builders.clone();
                 let watcher = graceful.watcher();
-                // A child per connection: checking it (twice a request)
-                // locks the child's mutex, which only this connection's
-                // thread takes, not one every connection thread shares.
-                let stop = stop.child_token();
+                let (serving, stop) = (shared.clone(), stop.clone());
+                // What the connection's requests share (its service and
+                // in-flight count, and a child of the stop token: checking
+                // it, twice a request, locks the child's mutex, not the one
+                // every connection shares) is made on the connection's own
+                // thread. Made here, one connection after another, the
+                // allocations of neighbouring connections (on other threads)
+                // would share cache lines.
+                let start = move || {
+                    let in_flight = InFlight::default();
+                    let service = Service(Arc::new(Conn::new(serving, peer, in_flight.clone())));
+                    (stop.child_token(), in_flight, service)
+                };
                 match shared.tls.load_full() {
                     None => {
                         worker.spawn(async move {
+                            let (stop, in_flight, service) = start();
                             let Ok(stream) = tokio::net::TcpStream::from_std(stream) else { return };
                             // A connection that sends nothing is closed after the head
                             // limit, which also bounds the rest of its first head.
@@ -264,6 +272,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
                     }
                     Some(acceptor) => {
                         worker.spawn(async move {
+                            let (stop, in_flight, service) = start();
                             let Ok(stream) = tokio::net::TcpStream::from_std(stream) else { return };
                             let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
                             let tls = match stop.run_until_cancelled(handshake).await {
