@@ -117,12 +117,16 @@ struct Conn {
     in_flight: InFlight,
     /// The serving state as this connection last saw it, behind a count of
     /// its own; replaced when a reload has swapped `shared.state`.
-    state: std::sync::Mutex<Arc<Arc<State>>>,
+    state: std::sync::Mutex<Arc<Seen>>,
 }
+
+/// The serving state as one connection holds it: an `Arc` of the
+/// connection's own around the gateway's, so a request's clone counts here.
+struct Seen(Arc<State>);
 
 impl Conn {
     fn new(shared: Arc<Shared>, peer: std::net::SocketAddr, in_flight: InFlight) -> Conn {
-        let state = std::sync::Mutex::new(Arc::new(shared.state.load_full()));
+        let state = std::sync::Mutex::new(Arc::new(Seen(shared.state.load_full())));
         Conn {
             shared,
             peer,
@@ -133,11 +137,11 @@ impl Conn {
 
     /// The current serving state, for one request. `ArcSwap::load` writes
     /// only this thread's slot; the count cloned is this connection's.
-    fn state(&self) -> Arc<Arc<State>> {
+    fn state(&self) -> Arc<Seen> {
         let current = self.shared.state.load();
         let mut kept = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if !Arc::ptr_eq(&**kept, &*current) {
-            *kept = Arc::new(Arc::clone(&current));
+        if !Arc::ptr_eq(&kept.0, &*current) {
+            *kept = Arc::new(Seen(Arc::clone(&current)));
         }
         Arc::clone(&kept)
     }
@@ -319,11 +323,11 @@ fn route(
     async move {
         let (shared, peer) = (&conn.shared, conn.peer);
         let kept = conn.state();
-        let state: &Arc<State> = &kept;
+        let state: &Arc<State> = &kept.0;
         let path = parts.uri.path();
         let response = match path {
             "/healthz" => response::text(StatusCode::OK, "ok\n"),
-            "/readyz" => readyz(&state).await,
+            "/readyz" => readyz(state).await,
             "/metrics" => {
                 state.observe_tables();
                 let mut r =
@@ -335,10 +339,10 @@ fn route(
                 r
             }
             // Boxed: the report's futures would otherwise size every request's.
-            p if status::serves(&state, p) => {
-                Box::pin(status::respond(&state, &shared.reloads, &parts)).await
+            p if status::serves(state, p) => {
+                Box::pin(status::respond(state, &shared.reloads, &parts)).await
             }
-            p if p.starts_with(WELL_KNOWN) => protected_resource(&state, &p[WELL_KNOWN.len()..]),
+            p if p.starts_with(WELL_KNOWN) => protected_resource(state, &p[WELL_KNOWN.len()..]),
             _ => match state.routes.get(path) {
                 Some(route) => endpoint::handle(state, route, parts, body, peer).await,
                 None => response::text(StatusCode::NOT_FOUND, "no MCP route at this path\n"),
@@ -419,7 +423,7 @@ pub async fn warm_up(state: Arc<State>) {
 mod tests {
     use super::*;
 
-    fn output_size<A, B, C, D, F: Future>(_: impl FnOnce(A, B, C, D) -> F) -> usize {
+    fn output_size<A, B, C, F: Future>(_: impl FnOnce(A, B, C) -> F) -> usize {
         std::mem::size_of::<F>()
     }
 
