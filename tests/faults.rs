@@ -250,9 +250,10 @@ async fn call_faults_get_the_right_gateway_error_and_spare_the_healthy_upstream(
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
     // Pooled connections may stay open, and each of the gateway's connection
-    // threads keeps its own (one per CPU), so up to one more per upstream and
-    // extra thread appears while the threads first call each upstream; but
-    // faults must not leak a descriptor per failed call (12 a round here).
+    // threads keeps its own (one per CPU, or `TOKIO_WORKER_THREADS`), so up
+    // to one more per upstream and extra thread appears while the threads
+    // first call each upstream; but faults must not leak a descriptor per
+    // failed call (12 a round here).
     // The gateway inherits this process's environment, so this is its count.
     let threads = junction_upstream::home::threads();
     let pool_sets = (threads - 1) * (faulty.len() + 1);

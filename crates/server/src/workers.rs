@@ -1,9 +1,9 @@
 //! The connection threads: one per CPU (or `TOKIO_WORKER_THREADS`), each
-//! running a current-thread tokio runtime. The listener hands every accepted connection to one of them in
-//! turn, and the connection lives there until it closes: its socket, its
-//! request futures, its timers and the upstream connections it opens all
-//! stay on one thread (a thread reuses only the upstream connections it
-//! opened).
+//! running a current-thread tokio runtime. The listener hands every accepted
+//! connection to one of them in turn, and the connection lives there until it
+//! closes: its socket, its request futures, its timers and the upstream
+//! connections it opens all stay on one thread (a thread reuses only the
+//! upstream connections it opened).
 //!
 //! On tokio's multi-thread runtime a connection's task moved between workers
 //! with whichever one its socket's wake reached, and its state (request
