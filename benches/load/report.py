@@ -170,6 +170,15 @@ def per_round(kind, conc, target, f):
     return [f(c, d[c["round"]]) for c in cells.get((kind, conc, target), []) if c["round"] in d]
 
 
+def floor_ratios(conc, target="junction"):
+    """Throughput through `target` ÷ through the byte-copy proxy, per round:
+    the two run one after the other, so the machine's drift over the run
+    (15-25 % within an hour here) cancels out of each round's ratio."""
+    f = {c["round"]: c["rps"] for c in cells.get(("tools/call", conc, NULL[0]), [])}
+    return [c["rps"] / f[c["round"]] for c in cells.get(("tools/call", conc, target), [])
+            if f.get(c["round"])]
+
+
 def spread(xs, fmt):
     if not xs:
         return "n/a"
@@ -184,15 +193,17 @@ if int(env["ROUNDS"]) > 1:
       "over the rounds: how far this hour's noise moves the medians above. A difference between two "
       "commits inside these ranges is not a measured difference.")
     w("")
-    w("| conc. | gateway | CPU/req ÷ upstream's own | throughput ÷ direct | added p50 |")
-    w("|---:|---|---:|---:|---:|")
+    w("| conc. | gateway | CPU/req ÷ upstream's own | throughput ÷ direct | throughput ÷ floor | added p50 |")
+    w("|---:|---|---:|---:|---:|---:|")
     x = lambda v: f"{v:.2f}×"
     for conc in (1, 32):
         for target, label in gateways("tools/call"):
             cpu = per_round("tools/call", conc, target, lambda c, d: c["cpu"] / d["cpu"] if d["cpu"] else float("nan"))
             rps = per_round("tools/call", conc, target, lambda c, d: c["rps"] / d["rps"] if d["rps"] else float("nan"))
+            fl = floor_ratios(conc, target)
             p50 = per_round("tools/call", conc, target, lambda c, d: c["p50"] - d["p50"])
-            w(f"| {conc} | {label} | {spread(cpu, x)} | {spread(rps, x)} | {spread(p50, us)} |")
+            fls = spread(fl, x) if target != NULL[0] else "—"
+            w(f"| {conc} | {label} | {spread(cpu, x)} | {spread(rps, x)} | {fls} | {spread(p50, us)} |")
 
 bad = sum(c["bad"] for v in cells.values() for c in v)
 w("")
@@ -294,7 +305,7 @@ if stream_rows:
           f"idle HTTP connection under it is {per_stream['conn']:.1f} KiB "
           f"(stream's own state ≈ {per_stream['listen'] - per_stream['conn']:.1f} KiB).")
 w("")
-w("### Targets (issue 8)")
+w("### Targets (issues 8 and 26)")
 w("")
 w("| target | measured | verdict |")
 w("|---|---:|---|")
@@ -322,6 +333,14 @@ tr = m("tools/call", 32, "junction", "rps") / max(m("tools/call", 32, "direct", 
 ntr = m("tools/call", 32, NULL[0], "rps") / max(m("tools/call", 32, "direct", "rps"), 1e-9)
 nfloor = f" (byte-copy TCP proxy: {ntr:.2f}×)" if ntr == ntr and ntr > 0 else ""
 w(f"| c=32 throughput ≥ 0.4× direct (tools/call) | {tr:.2f}×{nfloor} | {verdict(tr >= 0.4)} |")
+# Issue 26: against the floor, as the median of each round's paired ratio
+# (the ratio of medians above pairs runs minutes apart), with its range.
+fr = floor_ratios(32)
+if fr:
+    lo, mid, hi = min(fr), med(fr), max(fr)
+    fv = verdict(mid >= 0.65) if lo >= 0.65 or hi < 0.65 else f"{verdict(mid >= 0.65)} (rounds straddle 0.65×)"
+    w(f"| c=32 throughput ≥ 0.65× the byte-copy floor (tools/call; median of {len(fr)} rounds' paired ratios, "
+      f"min–max) | {mid:.2f}× ({lo:.2f}–{hi:.2f}×) | {fv} |")
 if per_stream:
     worst = max(per_stream.get(k, 0.0) for k in ("listen", "get", "session"))
     w(f"| ≤ 20 KiB per idle SSE stream / legacy session | listen {per_stream.get('listen', float('nan')):.1f} KiB, "
