@@ -2,7 +2,7 @@
 //! scope set an insufficient_scope challenge names.
 
 use junction_config::AuthRule;
-use junction_policy::{Authorizer, Kind, Principal};
+use junction_policy::{Authorizer, Identity, Kind, Principal};
 use serde_json::json;
 
 fn rule(scopes: &[&str], tools: &[&str]) -> AuthRule {
@@ -14,12 +14,13 @@ fn rule(scopes: &[&str], tools: &[&str]) -> AuthRule {
 }
 
 fn caller(scopes: &[&str]) -> Principal {
-    Principal {
+    Identity {
         subject: "alice".into(),
         scopes: scopes.iter().map(|s| s.to_string()).collect(),
         digest: "00".into(),
-        claims: json!({}).into(),
+        claims: json!({}),
     }
+    .into()
 }
 
 fn crm_rules() -> Authorizer {
@@ -107,10 +108,11 @@ fn bad_glob_is_an_error() {
 }
 
 fn caller_with(scopes: &[&str], claims: serde_json::Value) -> Principal {
-    Principal {
-        claims: claims.into(),
-        ..caller(scopes)
+    Identity {
+        claims,
+        ..(*caller(scopes)).clone()
     }
+    .into()
 }
 
 #[test]

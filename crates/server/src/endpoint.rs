@@ -190,7 +190,7 @@ async fn handled(
         routed: cx.routed.take(),
         status: response.status().as_u16(),
         error: refusal,
-        principal: cx.identity.take().map(|p| p.subject),
+        principal: cx.identity.take(),
         started,
     };
     if response.body().size_hint().exact().is_some() {

@@ -135,15 +135,17 @@ impl Verified {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::Identity;
     use serde_json::json;
 
     fn principal(exp: u64) -> Principal {
-        Principal {
+        Identity {
             subject: "alice".into(),
-            scopes: Vec::new().into(),
+            scopes: Vec::new(),
             digest: "d".into(),
-            claims: json!({"sub": "alice", "exp": exp}).into(),
+            claims: json!({"sub": "alice", "exp": exp}),
         }
+        .into()
     }
 
     fn now() -> u64 {
@@ -175,7 +177,10 @@ mod tests {
             "keyed per process"
         );
         v.put(k, &principal(now() + 3600), 0, 1);
-        assert_eq!(v.get(&k, 1).map(|p| p.subject), Some("alice".into()));
+        assert_eq!(
+            v.get(&k, 1).map(|p| p.subject.clone()),
+            Some("alice".into())
+        );
         assert!(v.get(&k, 2).is_none(), "keys fetched again: verify again");
 
         let expired = v.key(b"old", "/mcp");
@@ -192,8 +197,11 @@ mod tests {
         );
 
         let no_exp = v.key(b"noexp", "/mcp");
-        let mut p = principal(0);
-        p.claims = json!({"sub": "alice"}).into();
+        let p = Identity {
+            claims: json!({"sub": "alice"}),
+            ..(*principal(0)).clone()
+        }
+        .into();
         v.put(no_exp, &p, 0, 0);
         assert!(v.get(&no_exp, 0).is_none());
     }

@@ -24,20 +24,38 @@ const MAX_TOKEN_BYTES: usize = 16 * 1024;
 /// Scopes never advertised (NOTES §10: SHOULD NOT in challenges or `scopes_supported`).
 const NEVER_ADVERTISED: &str = "offline_access";
 
-/// The verified caller.
+/// The verified caller: one allocation shared by every request that
+/// presents the same token (see `cache`), so handing it to a request is a
+/// count, not a copy of its strings. Read its fields through [`Identity`].
 #[derive(Clone, Debug, PartialEq)]
-pub struct Principal {
+pub struct Principal(std::sync::Arc<Identity>);
+
+/// What a verified token says about its caller.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Identity {
     pub subject: String,
     /// From `scope` and `scp` (space-separated string or array), sorted,
-    /// unique. Shared: a principal is cloned per request from the cache of
-    /// verified tokens, and what never changes is not copied.
-    pub scopes: std::sync::Arc<[String]>,
+    /// unique.
+    pub scopes: Vec<String>,
     /// Lower-case hex SHA-256 over issuer and subject: stable across replicas
     /// and restarts, used to bind sessions and requestState envelopes.
     pub digest: String,
-    /// Every claim of the token, for rules that need more than scopes (shared,
-    /// as `scopes`).
-    pub claims: std::sync::Arc<Value>,
+    /// Every claim of the token, for rules that need more than scopes.
+    pub claims: Value,
+}
+
+impl From<Identity> for Principal {
+    fn from(identity: Identity) -> Principal {
+        Principal(std::sync::Arc::new(identity))
+    }
+}
+
+impl std::ops::Deref for Principal {
+    type Target = Identity;
+
+    fn deref(&self) -> &Identity {
+        &self.0
+    }
 }
 
 /// Why a request was not authenticated: HTTP 401 with [`Authenticator::challenge`].
@@ -272,12 +290,13 @@ impl Authenticator {
         h.update(self.issuer.as_bytes());
         h.update(subject.as_bytes());
         let digest = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-        Ok(Principal {
+        Ok(Identity {
             subject,
-            scopes: scopes.into(),
+            scopes,
             digest,
-            claims: std::sync::Arc::new(claims),
-        })
+            claims,
+        }
+        .into())
     }
 
     /// The `WWW-Authenticate` value of a 401 for `err` on `route_path`.

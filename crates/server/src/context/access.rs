@@ -22,7 +22,8 @@ pub struct AccessLine<R: std::ops::Deref<Target = RouteState>> {
     pub routed: Option<super::Routed>,
     pub status: u16,
     pub error: Option<i64>,
-    pub principal: Option<String>,
+    /// The authenticated caller: its subject is written.
+    pub principal: Option<junction_policy::Principal>,
     pub client: Option<std::net::IpAddr>,
     pub started: Instant,
 }
@@ -54,7 +55,7 @@ impl<R: std::ops::Deref<Target = RouteState>> AccessLine<R> {
             outcome,
             error: self.error,
             duration_us: self.started.elapsed().as_micros() as u64,
-            principal: self.principal.as_deref(),
+            principal: self.principal.as_ref().map(|p| p.subject.as_str()),
             client: self.client,
         });
     }

@@ -236,7 +236,7 @@ impl Drop for Cx<'_> {
                 routed: self.routed.take(),
                 status: 499,
                 error: None,
-                principal: self.identity.take().map(|p| p.subject),
+                principal: self.identity.take(),
                 started,
             }
             .write("aborted");
