@@ -26,7 +26,7 @@ mod credentials;
 mod headers;
 mod rate;
 
-pub use auth::{bearer_token, AuthError, Authenticator, Identity, Principal};
+pub use auth::{bearer_token, AuthError, Authenticator, Identity, LastToken, Principal};
 pub use authz::{Authorizer, Kind};
 pub use client_ip::client_ip;
 pub use credentials::{Caller, CredentialError, Token, UpstreamCredentials};

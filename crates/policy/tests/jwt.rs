@@ -472,17 +472,34 @@ async fn a_field_is_judged_as_its_text_is_whether_remembered_or_not() {
     ];
     // Twice each: the first good one is verified and remembered, the rest
     // of the round meets it in the cache.
+    let last = junction_policy::LastToken::default();
     for round in 0..2 {
         for field in &fields {
             let value = http::HeaderValue::from_bytes(field).expect("a field value");
             let text = value.to_str().ok();
             let by_text = f.auth.authenticate(text, None, "/mcp").await;
-            let by_field = f.auth.authenticate_field(Some(&value), None, "/mcp").await;
+            let by_field = f
+                .auth
+                .authenticate_field(None, Some(&value), None, "/mcp")
+                .await;
             assert_eq!(by_field, by_text, "round {round}: {value:?}");
+            // And with the connection's last token, which each good field
+            // sets and every other one must not match.
+            let on_conn = f
+                .auth
+                .authenticate_field(Some(&last), Some(&value), None, "/mcp")
+                .await;
+            assert_eq!(
+                on_conn, by_text,
+                "round {round}, on a connection: {value:?}"
+            );
         }
     }
     assert_eq!(
-        f.auth.authenticate_field(None, None, "/mcp").await.err(),
+        f.auth
+            .authenticate_field(None, None, None, "/mcp")
+            .await
+            .err(),
         Some(AuthError::Missing)
     );
 }

@@ -69,6 +69,14 @@ impl Label {
     }
 }
 
+/// The client connection a request came on.
+#[derive(Clone, Copy)]
+pub struct Client<'a> {
+    pub peer: std::net::SocketAddr,
+    /// The bearer token it presented last (`junction_policy::LastToken`).
+    pub last_token: &'a junction_policy::LastToken,
+}
+
 /// Serves one request on an MCP route. Takes the request's parts, not the
 /// request, and is a function returning an `async` block, not an `async fn`:
 /// an `async fn` keeps its arguments twice in its state (the captured request
@@ -79,15 +87,15 @@ pub fn handle<'a>(
     route: &'a Arc<RouteState>,
     parts: http::request::Parts,
     body: RequestBody,
-    peer: std::net::SocketAddr,
+    client: Client<'a>,
 ) -> impl Future<Output = Response<Body>> + Send + 'a {
     let started = Instant::now();
     async move {
         match junction_telemetry::otel::tracer() {
-            None => handled(state, route, &parts, body, peer, started).await,
+            None => handled(state, route, &parts, body, client, started).await,
             // Boxed: only a traced request pays for the span and its context.
             Some(tracer) => {
-                Box::pin(traced(tracer, state, route, &parts, body, peer, started)).await
+                Box::pin(traced(tracer, state, route, &parts, body, client, started)).await
             }
         }
     }
@@ -102,7 +110,7 @@ async fn traced(
     route: &Arc<RouteState>,
     parts: &http::request::Parts,
     body: RequestBody,
-    peer: std::net::SocketAddr,
+    client: Client<'_>,
     started: Instant,
 ) -> Response<Body> {
     use opentelemetry::trace::{FutureExt, SpanKind, TraceContextExt, Tracer};
@@ -113,7 +121,7 @@ async fn traced(
         .with_kind(SpanKind::Server)
         .start_with_context(tracer, &parent);
     let cx = parent.with_span(span);
-    let response = handled(state, route, parts, body, peer, started)
+    let response = handled(state, route, parts, body, client, started)
         .with_context(cx.clone())
         .await;
     cx.span().end();
@@ -125,12 +133,12 @@ async fn handled(
     route: &Arc<RouteState>,
     parts: &http::request::Parts,
     body: RequestBody,
-    peer: std::net::SocketAddr,
+    client: Client<'_>,
     started: Instant,
 ) -> Response<Body> {
     state.replica.hub.attach(state);
     let mut cx = Cx::new(state, route, &parts.headers);
-    cx.peer_ip = Some(peer.ip());
+    cx.peer_ip = Some(client.peer.ip());
     cx.access_log = state.config.log.access && junction_telemetry::access_log().is_some();
     cx.unanswered = Some(started);
     cx.traced = junction_telemetry::otel::tracer().is_some();
@@ -141,7 +149,7 @@ async fn handled(
     }
     let outcome = match edge(&cx) {
         Err(e) => Err(e),
-        Ok(()) => match authenticate(&mut cx, parts.uri.query()).await {
+        Ok(()) => match authenticate(&mut cx, parts.uri.query(), client.last_token).await {
             Err(e) => Err(e),
             Ok(()) => phases(&cx, &parts.method, body).await,
         },
@@ -294,13 +302,17 @@ fn edge(cx: &Cx<'_>) -> Result<(), Refusal> {
 
 /// Phase 2: the bearer token, when `auth` is configured (before the body is read,
 /// so an anonymous client cannot make Junction parse anything).
-async fn authenticate(cx: &mut Cx<'_>, query: Option<&str>) -> Result<(), Refusal> {
+async fn authenticate(
+    cx: &mut Cx<'_>,
+    query: Option<&str>,
+    last: &junction_policy::LastToken,
+) -> Result<(), Refusal> {
     let Some(auth) = cx.state.auth.as_ref() else {
         return Ok(());
     };
     match auth
         .authenticator
-        .authenticate_field(cx.known.authorization, query, &cx.route.path)
+        .authenticate_field(Some(last), cx.known.authorization, query, &cx.route.path)
         .await
     {
         Ok(p) => {

@@ -118,6 +118,8 @@ struct Conn {
     /// The serving state as this connection last saw it, behind a count of
     /// its own; replaced when a reload has swapped `shared.state`.
     state: std::sync::Mutex<Arc<Seen>>,
+    /// The bearer token this connection's client presented last.
+    last_token: junction_policy::LastToken,
 }
 
 /// The serving state as one connection holds it: an `Arc` of the
@@ -132,6 +134,7 @@ impl Conn {
             peer,
             in_flight,
             state,
+            last_token: junction_policy::LastToken::default(),
         }
     }
 
@@ -344,7 +347,13 @@ fn route(
             }
             p if p.starts_with(WELL_KNOWN) => protected_resource(state, &p[WELL_KNOWN.len()..]),
             _ => match state.routes.get(path) {
-                Some(route) => endpoint::handle(state, route, parts, body, peer).await,
+                Some(route) => {
+                    let client = endpoint::Client {
+                        peer,
+                        last_token: &conn.last_token,
+                    };
+                    endpoint::handle(state, route, parts, body, client).await
+                }
                 None => response::text(StatusCode::NOT_FOUND, "no MCP route at this path\n"),
             },
         };

@@ -7,7 +7,7 @@
 //!
 //! The hash is SipHash-1-3 with a 128-bit output (`siphasher`'s `sip128`)
 //! under a random per-process key: a PRF, so without the key no one can make
-//! another token land on a remembered one, and no token is kept in memory. It
+//! another token land on a remembered one, and the table keeps no token. It
 //! replaced a SHA-256 of the same input, which cost ~45 instructions per byte
 //! of token (~35k for an RS256 token) where the CPU has no SHA extensions, or
 //! where a profiler hides them; SipHash costs a few per byte everywhere. One
@@ -18,6 +18,11 @@
 //! Entries carry the generation of the key set they verified under: once the
 //! JWKS is fetched again (an unknown `kid`, or its age), every token is
 //! verified again, so a withdrawn key stops working as soon as Junction knows.
+//!
+//! In front of the table, each client connection remembers the token it
+//! presented last ([`LastToken`]): the same token again is found by comparing
+//! bytes, with no hash and no lock shared with other connections. That copy
+//! of the token lives and dies with its connection.
 
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -92,43 +97,133 @@ impl Verified {
         Key(out.h1, out.h2)
     }
 
-    /// The remembered principal, if it verified under key set `generation`.
-    pub(super) fn get(&self, key: &Key, generation: u64) -> Option<Principal> {
+    /// The remembered principal, if it verified under key set `generation`,
+    /// and until when it may be trusted.
+    pub(super) fn get(
+        &self,
+        key: &Key,
+        generation: u64,
+        now: Instant,
+    ) -> Option<(Principal, Instant)> {
         let hit = self.tokens.get(key)?;
-        if hit.1 > Instant::now() && hit.2 == generation {
-            return Some(hit.0.clone());
+        if hit.1 > now && hit.2 == generation {
+            return Some((hit.0.clone(), hit.1));
         }
         drop(hit);
         self.tokens.remove(key);
         None
     }
 
-    /// Remembers a principal that just verified, leeway in seconds.
-    pub(super) fn put(&self, key: Key, principal: &Principal, leeway: u64, generation: u64) {
-        let Some(exp) = principal
+    /// Remembers a principal that just verified, leeway in seconds; returns
+    /// until when it may be trusted, unless it was not remembered.
+    pub(super) fn put(
+        &self,
+        key: Key,
+        principal: &Principal,
+        leeway: u64,
+        generation: u64,
+    ) -> Option<Instant> {
+        let exp = principal
             .claims
             .get("exp")
-            .and_then(serde_json::Value::as_u64)
-        else {
-            return;
-        };
+            .and_then(serde_json::Value::as_u64)?;
         let now_unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let left = Duration::from_secs(exp.saturating_add(leeway).saturating_sub(now_unix));
         if left.is_zero() {
-            return;
+            return None;
         }
         if self.tokens.len() >= MAX_ENTRIES {
             let now = Instant::now();
             self.tokens.retain(|_, (_, until, _)| *until > now);
             if self.tokens.len() >= MAX_ENTRIES {
-                return;
+                return None;
             }
         }
         let until = Instant::now() + left.min(MAX_AGE);
         self.tokens
             .insert(key, (principal.clone(), until, generation));
+        Some(until)
+    }
+}
+
+/// The longest token a connection remembers; a longer one is looked up in
+/// the process's table on every request.
+const MAX_LAST_TOKEN: usize = 4096;
+
+/// The bearer token one client connection presented last, and who it
+/// verified as. A client sends the same token on every request of a
+/// connection: comparing its bytes with the last one's is a `memcmp`, where
+/// finding it in the process's table costs the keyed hash of every byte (a
+/// few per byte, ~1.6k instructions for an RS256 token) and a shard lock the
+/// connection threads share. It holds exactly what a hit in that table would
+/// give (the principal, until when, under which key set), so a request's
+/// outcome is the same; only the process-wide table keeps no token. This
+/// copy lives as long as its connection, which held the token's bytes in
+/// its read buffer anyway.
+#[derive(Default)]
+pub struct LastToken(std::sync::Mutex<Option<Last>>);
+
+struct Last {
+    token: Box<[u8]>,
+    route: Box<str>,
+    /// A copy of its own, so the connection's requests count references on
+    /// a line no other connection writes.
+    principal: Principal,
+    until: Instant,
+    generation: u64,
+}
+
+impl LastToken {
+    pub(super) fn get(
+        &self,
+        token: &[u8],
+        route: &str,
+        generation: u64,
+        now: Instant,
+    ) -> Option<Principal> {
+        let last = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let l = last.as_ref()?;
+        (l.generation == generation && l.until > now && *l.route == *route && *l.token == *token)
+            .then(|| l.principal.clone())
+    }
+
+    /// Remembers `token`, unless the one remembered can still be found: a
+    /// connection that carries several callers' requests (an HTTP/2
+    /// connection from a proxy) then keeps its first caller, and the others
+    /// are found in the process's table as before, not copied in turn.
+    pub(super) fn put(
+        &self,
+        token: &[u8],
+        route: &str,
+        principal: &Principal,
+        until: Instant,
+        generation: u64,
+    ) {
+        if token.len() > MAX_LAST_TOKEN {
+            return;
+        }
+        let mut last = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if last
+            .as_ref()
+            .is_some_and(|l| l.generation == generation && l.until > Instant::now())
+        {
+            return;
+        }
+        *last = Some(Last {
+            token: token.into(),
+            route: route.into(),
+            principal: Principal::from((**principal).clone()),
+            until,
+            generation,
+        });
     }
 }
 
@@ -178,21 +273,26 @@ mod tests {
         );
         v.put(k, &principal(now() + 3600), 0, 1);
         assert_eq!(
-            v.get(&k, 1).map(|p| p.subject.clone()),
+            v.get(&k, 1, Instant::now()).map(|p| p.0.subject.clone()),
             Some("alice".into())
         );
-        assert!(v.get(&k, 2).is_none(), "keys fetched again: verify again");
+        assert!(
+            v.get(&k, 2, Instant::now()).is_none(),
+            "keys fetched again: verify again"
+        );
 
         let expired = v.key(b"old", "/mcp");
-        v.put(expired, &principal(now().saturating_sub(10)), 0, 0);
+        assert!(v
+            .put(expired, &principal(now().saturating_sub(10)), 0, 0)
+            .is_none());
         assert!(
-            v.get(&expired, 0).is_none(),
+            v.get(&expired, 0, Instant::now()).is_none(),
             "an expired token is not remembered"
         );
         let in_leeway = v.key(b"leeway", "/mcp");
         v.put(in_leeway, &principal(now().saturating_sub(10)), 60, 0);
         assert!(
-            v.get(&in_leeway, 0).is_some(),
+            v.get(&in_leeway, 0, Instant::now()).is_some(),
             "as the verifier's leeway allows"
         );
 
@@ -203,7 +303,60 @@ mod tests {
         }
         .into();
         v.put(no_exp, &p, 0, 0);
-        assert!(v.get(&no_exp, 0).is_none());
+        assert!(v.get(&no_exp, 0, Instant::now()).is_none());
+    }
+
+    #[test]
+    fn a_connection_finds_only_the_token_route_and_key_set_it_remembered() {
+        let last = LastToken::default();
+        let p = principal(now() + 3600);
+        let at = Instant::now();
+        let until = at + Duration::from_secs(30);
+        assert!(last.get(b"tok", "/mcp", 1, at).is_none(), "nothing yet");
+        last.put(b"tok", "/mcp", &p, until, 1);
+        let hit = last.get(b"tok", "/mcp", 1, at).expect("the same token");
+        assert_eq!(hit, p);
+        assert!(
+            !std::sync::Arc::ptr_eq(&hit.0, &p.0),
+            "a copy of the connection's own"
+        );
+        assert!(last.get(b"tok2", "/mcp", 1, at).is_none(), "another token");
+        assert!(last.get(b"to", "/mcp", 1, at).is_none(), "a prefix of it");
+        assert!(last.get(b"tok", "/other", 1, at).is_none(), "another route");
+        assert!(
+            last.get(b"tok", "/mcp", 2, at).is_none(),
+            "keys fetched again"
+        );
+        assert!(
+            last.get(b"tok", "/mcp", 1, until).is_none(),
+            "past its time"
+        );
+
+        let long = vec![b'x'; MAX_LAST_TOKEN + 1];
+        last.put(&long, "/mcp", &p, until, 1);
+        assert!(last.get(&long, "/mcp", 1, at).is_none(), "too long to keep");
+        assert!(
+            last.get(b"tok", "/mcp", 1, at).is_some(),
+            "the last one kept"
+        );
+        last.put(b"tok2", "/mcp", &p, until, 1);
+        assert!(
+            last.get(b"tok2", "/mcp", 1, at).is_none(),
+            "one token per connection: the first, while it can be found"
+        );
+        assert!(last.get(b"tok", "/mcp", 1, at).is_some());
+        last.put(b"tok2", "/mcp", &p, until, 2);
+        assert!(
+            last.get(b"tok2", "/mcp", 2, at).is_some(),
+            "one remembered under older keys gives way"
+        );
+        let other = LastToken::default();
+        other.put(b"old", "/mcp", &p, at, 1);
+        other.put(b"new", "/mcp", &p, until, 1);
+        assert!(
+            other.get(b"new", "/mcp", 1, at).is_some(),
+            "one past its time gives way"
+        );
     }
 
     #[test]

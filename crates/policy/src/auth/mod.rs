@@ -5,8 +5,10 @@
 mod cache;
 mod jwks;
 
+pub use cache::LastToken;
+
 use std::collections::HashSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -180,19 +182,31 @@ impl Authenticator {
         query: Option<&str>,
         route_path: &str,
     ) -> Result<Principal, AuthError> {
+        let (principal, _) = self.authenticated(authorization, query, route_path).await?;
+        Ok(principal)
+    }
+
+    /// `authenticate`, with until when and under which key set the principal
+    /// is remembered (`None`: it is not, as a token without `exp`).
+    async fn authenticated(
+        &self,
+        authorization: Option<&str>,
+        query: Option<&str>,
+        route_path: &str,
+    ) -> Result<(Principal, Option<(Instant, u64)>), AuthError> {
         if query.is_some_and(has_query_token) {
             return Err(AuthError::TokenInQuery);
         }
         let token = bearer(authorization)?;
         let cache_key = self.verified.key(token.as_bytes(), route_path);
         let keys = self.keys.generation();
-        if let Some(p) = self.verified.get(&cache_key, keys) {
-            return Ok(p);
+        if let Some((p, until)) = self.verified.get(&cache_key, keys, Instant::now()) {
+            return Ok((p, Some((until, keys))));
         }
         let principal = self.verify(token, route_path).await?;
-        self.verified
-            .put(cache_key, &principal, self.leeway, self.keys.generation());
-        Ok(principal)
+        let keys = self.keys.generation();
+        let until = self.verified.put(cache_key, &principal, self.leeway, keys);
+        Ok((principal, until.map(|until| (until, keys))))
     }
 
     /// `authenticate` for the `Authorization` field as it arrived: the same
@@ -202,8 +216,12 @@ impl Authenticator {
     /// exact: its bytes are a token that passed `to_str` when it was verified,
     /// and what `bearer_bytes` leaves around it (the scheme, spaces and tabs)
     /// passes it too.
+    ///
+    /// `last`: the token the client's connection presented last
+    /// ([`LastToken`]), looked at first and kept up to date.
     pub async fn authenticate_field(
         &self,
+        last: Option<&LastToken>,
         field: Option<&http::HeaderValue>,
         query: Option<&str>,
         route_path: &str,
@@ -211,14 +229,27 @@ impl Authenticator {
         if query.is_some_and(has_query_token) {
             return Err(AuthError::TokenInQuery);
         }
-        if let Some(token) = field.and_then(|f| bearer_bytes(f.as_bytes())) {
+        let token = field.and_then(|f| bearer_bytes(f.as_bytes()));
+        if let Some(token) = token {
+            let (keys, now) = (self.keys.generation(), Instant::now());
+            if let Some(p) = last.and_then(|l| l.get(token, route_path, keys, now)) {
+                return Ok(p);
+            }
             let key = self.verified.key(token, route_path);
-            if let Some(p) = self.verified.get(&key, self.keys.generation()) {
+            if let Some((p, until)) = self.verified.get(&key, keys, now) {
+                if let Some(last) = last {
+                    last.put(token, route_path, &p, until, keys);
+                }
                 return Ok(p);
             }
         }
-        self.authenticate(field.and_then(|f| f.to_str().ok()), query, route_path)
-            .await
+        let (p, remembered) = self
+            .authenticated(field.and_then(|f| f.to_str().ok()), query, route_path)
+            .await?;
+        if let (Some(last), Some(token), Some((until, keys))) = (last, token, remembered) {
+            last.put(token, route_path, &p, until, keys);
+        }
+        Ok(p)
     }
 
     /// The signature and claims check of `authenticate`, without the cache.
