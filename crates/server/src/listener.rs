@@ -100,9 +100,10 @@ type RouteFuture = std::pin::Pin<
 >;
 
 /// The service of one connection: every request goes to `route` with the
-/// client's address (an argument, not a request extension: inserting one
-/// allocates the extension map and the value on every request), counted in
-/// flight until its response is written (the connection's idle clock).
+/// client's address and the bearer token it presented last (arguments, not
+/// request extensions: inserting one allocates the extension map and the
+/// value on every request), counted in flight until its response is
+/// written (the connection's idle clock).
 #[derive(Clone)]
 struct Service(Arc<Conn>);
 
