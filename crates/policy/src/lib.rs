@@ -3,7 +3,9 @@
 //!
 //! - [`Authenticator`]: OAuth 2.1 resource server. Verifies bearer JWTs against a
 //!   JWKS (file, or URL fetched lazily, cached, refetched on an unknown `kid`),
-//!   and renders `WWW-Authenticate` challenges and RFC 9728 metadata.
+//!   remembers tokens that verified (process-wide, and each connection's
+//!   last one: [`LastToken`]), and renders `WWW-Authenticate` challenges and
+//!   RFC 9728 metadata. The caller it finds is a [`Principal`].
 //! - [`Authorizer`]: scope rules mapping scopes to exposed-name globs.
 //! - [`RateLimiter`]: GCRA buckets, local (dashmap) or shared through Redis.
 //! - header rules that keep a client's credentials away from upstreams (§4.5)
