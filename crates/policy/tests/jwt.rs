@@ -483,8 +483,8 @@ async fn a_field_is_judged_as_its_text_is_whether_remembered_or_not() {
                 .authenticate_field(None, Some(&value), None, "/mcp")
                 .await;
             assert_eq!(by_field, by_text, "round {round}: {value:?}");
-            // And with the connection's last token, which each good field
-            // sets and every other one must not match.
+            // And with the connection's last token, which the first good
+            // field sets and every other one must not match.
             let on_conn = f
                 .auth
                 .authenticate_field(Some(&last), Some(&value), None, "/mcp")

@@ -182,21 +182,21 @@ impl Authenticator {
         query: Option<&str>,
         route_path: &str,
     ) -> Result<Principal, AuthError> {
-        let (principal, _) = self.authenticated(authorization, query, route_path).await?;
-        Ok(principal)
-    }
-
-    /// `authenticate`, with until when and under which key set the principal
-    /// is remembered (`None`: it is not, as a token without `exp`).
-    async fn authenticated(
-        &self,
-        authorization: Option<&str>,
-        query: Option<&str>,
-        route_path: &str,
-    ) -> Result<(Principal, Option<(Instant, u64)>), AuthError> {
         if query.is_some_and(has_query_token) {
             return Err(AuthError::TokenInQuery);
         }
+        let (principal, _) = self.authenticated(authorization, route_path).await?;
+        Ok(principal)
+    }
+
+    /// `authenticate` once the query is checked, with until when and under
+    /// which key set the principal is remembered (`None`: it is not, as a
+    /// token without `exp`).
+    async fn authenticated(
+        &self,
+        authorization: Option<&str>,
+        route_path: &str,
+    ) -> Result<(Principal, Option<(Instant, u64)>), AuthError> {
         let token = bearer(authorization)?;
         let cache_key = self.verified.key(token.as_bytes(), route_path);
         let keys = self.keys.generation();
@@ -244,7 +244,7 @@ impl Authenticator {
             }
         }
         let (p, remembered) = self
-            .authenticated(field.and_then(|f| f.to_str().ok()), query, route_path)
+            .authenticated(field.and_then(|f| f.to_str().ok()), route_path)
             .await?;
         if let (Some(last), Some(token), Some((until, keys))) = (last, token, remembered) {
             last.put(token, route_path, &p, until, keys);
