@@ -175,50 +175,6 @@ async fn a_client_that_never_reads_its_stream_is_bounded_then_disconnected() {
     assert!(!gw.stderr().contains("panicked"));
 }
 
-/// One raw HTTP/1.1 request on `s`, and its response head + body (content-length).
-async fn exchange(s: &mut TcpStream, c: &TestClient, body: &serde_json::Value) -> String {
-    let text = body.to_string();
-    let mut head = format!(
-        "POST /mcp HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n",
-        text.len()
-    );
-    for (n, v) in c.headers_for(body) {
-        if n != "accept" {
-            head.push_str(&format!("{n}: {v}\r\n"));
-        }
-    }
-    head.push_str("accept: application/json, text/event-stream\r\n\r\n");
-    s.write_all(head.as_bytes()).await.unwrap();
-    s.write_all(text.as_bytes()).await.unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
-            .await
-            .expect("an answer")
-            .unwrap();
-        if n == 0 {
-            break;
-        }
-        got.extend_from_slice(&buf[..n]);
-        let t = String::from_utf8_lossy(&got);
-        if let Some((h, b)) = t.split_once("\r\n\r\n") {
-            let len = h
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length: ")
-                        .map(str::to_owned)
-                })
-                .and_then(|v| v.trim().parse::<usize>().ok());
-            if len.is_some_and(|len| b.len() >= len) {
-                break;
-            }
-        }
-    }
-    String::from_utf8_lossy(&got).into_owned()
-}
-
 #[tokio::test]
 async fn a_kept_alive_connection_may_idle_past_the_head_limit_but_not_dawdle_in_a_head() {
     let up = MockUpstream::start(MockSpec::modern("up", vec![MockTool::echo("echo")])).await;
@@ -230,13 +186,14 @@ async fn a_kept_alive_connection_may_idle_past_the_head_limit_but_not_dawdle_in_
     let c = TestClient::modern(&gw.url("/mcp"));
     let mut s = TcpStream::connect(gw.addr).await.unwrap();
     let list = c.envelope("tools/list", json!({}));
-    assert!(exchange(&mut s, &c, &list)
+    assert!(c
+        .exchange_on(&mut s, &list)
         .await
         .starts_with("HTTP/1.1 200"));
     // Idle for longer than the head limit: a pooled client reusing it now must
     // not find it closed under its request.
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    let again = exchange(&mut s, &c, &list).await;
+    let again = c.exchange_on(&mut s, &list).await;
     assert!(again.starts_with("HTTP/1.1 200"), "{again:?}");
     // A head started on the kept-alive connection is still on the head clock.
     s.write_all(b"POST /mcp HTTP/1.1\r\nhost: x\r\n")
@@ -266,7 +223,7 @@ async fn a_call_outlasting_the_idle_limit_is_answered_then_the_idle_connection_c
     // Nothing moves on the connection for 3 s while the call runs: it is in
     // flight, so the idle clock does not run.
     let call = c.envelope("tools/call", json!({"name": "up__slow", "arguments": {}}));
-    let answer = exchange(&mut s, &c, &call).await;
+    let answer = c.exchange_on(&mut s, &call).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
     assert!(answer.contains("\"tool\":\"slow\""), "{answer:?}");
     // Answered and idle: closed once idle for limits.idle_timeout.

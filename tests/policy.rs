@@ -234,72 +234,34 @@ async fn scopes_filter_the_catalog_and_calls_outside_the_grant_get_a_step_up_cha
 /// before (Junction remembers a connection's last token, `LastToken`).
 #[tokio::test]
 async fn on_one_connection_each_request_is_judged_by_its_own_token() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let w = world("").await;
     let url = w.gw.url("/mcp");
-    let addr = url
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
-    let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    let client = TestClient::modern(&url);
+    let mut conn = tokio::net::TcpStream::connect(w.gw.addr).await.unwrap();
     let reader = bearer(&token("alice", "tools.read"));
     let admin = bearer(&token("root", "tools.admin"));
     let expired = bearer(&token_with(
         json!({"iss": ISSUER, "sub": "alice", "aud": PUBLIC,
         "iat": now() - 1200, "exp": now() - 600, "scope": "tools.read"}),
     ));
-    // (token, tool, the status expected), in order, on `conn`. A 401 is
-    // answered before the body is read and closes the connection: last.
-    let steps: [(&str, &str, u16); 6] = [
-        (&reader, "up__echo", 200),
-        (&reader, "up__admin", 403),
-        (&admin, "up__admin", 200),
-        (&reader, "up__admin", 403),
-        (&admin, "up__admin", 200),
-        (&expired, "up__echo", 401),
+    // (whose token, the token, tool, the status expected), in order, on
+    // `conn`. A 401 is answered before the body is read and closes the
+    // connection: last.
+    let steps: [(&str, &str, &str, u16); 6] = [
+        ("reader", &reader, "up__echo", 200),
+        ("reader", &reader, "up__admin", 403),
+        ("admin", &admin, "up__admin", 200),
+        ("reader", &reader, "up__admin", 403),
+        ("admin", &admin, "up__admin", 200),
+        ("expired", &expired, "up__echo", 401),
     ];
-    let mut buf = Vec::new();
-    for (i, (authorization, tool, want)) in steps.iter().enumerate() {
-        let body = client.envelope("tools/call", json!({"name": tool, "arguments": {}}));
-        let body = body.to_string();
-        let mut head = format!(
-            "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-length: {}\r\n",
-            body.len()
+    for (i, (who, authorization, tool, want)) in steps.iter().enumerate() {
+        let client = TestClient::modern(&url).with_header("authorization", authorization);
+        let call = client.envelope("tools/call", json!({"name": tool, "arguments": {}}));
+        let answer = client.exchange_on(&mut conn, &call).await;
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {want} ")),
+            "step {i}: {who} calling {tool}: {answer:?}"
         );
-        for (name, value) in client.headers_for(&serde_json::from_str(&body).unwrap()) {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        head.push_str(&format!("authorization: {authorization}\r\n\r\n"));
-        conn.write_all(head.as_bytes()).await.unwrap();
-        conn.write_all(body.as_bytes()).await.unwrap();
-        // Read one response: its head, then `content-length` bytes.
-        let (status, rest) = loop {
-            if let Some(end) = buf.windows(4).position(|x| x == b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-                let status: u16 = head[9..12].parse().unwrap();
-                let len: usize = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .map(|v| v.trim().parse().unwrap())
-                    .unwrap_or_else(|| panic!("step {i}: no content-length in {head}"));
-                while buf.len() < end + 4 + len {
-                    let mut chunk = [0u8; 4096];
-                    let n = conn.read(&mut chunk).await.unwrap();
-                    assert!(n > 0, "step {i}: the connection closed mid-response");
-                    buf.extend_from_slice(&chunk[..n]);
-                }
-                break (status, buf.split_off(end + 4 + len));
-            }
-            let mut chunk = [0u8; 4096];
-            let n = conn.read(&mut chunk).await.unwrap();
-            assert!(n > 0, "step {i}: the connection closed before a response");
-            buf.extend_from_slice(&chunk[..n]);
-        };
-        buf = rest;
-        assert_eq!(status, *want, "step {i}: {authorization:?} calling {tool}");
     }
     assert_eq!(
         w.up.calls("admin").len(),

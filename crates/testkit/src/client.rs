@@ -246,6 +246,57 @@ impl TestClient {
         self.raw("DELETE", headers, Vec::new()).await
     }
 
+    /// `body` POSTed as one raw HTTP/1.1 request on `s` (a connection the
+    /// test holds, so it can check what one kept-alive connection does), with
+    /// this client's headers; returns the response's head and body (read to
+    /// its `content-length`, or until the server closes).
+    pub async fn exchange_on(&self, s: &mut tokio::net::TcpStream, body: &Value) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let text = body.to_string();
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n",
+            text.len()
+        );
+        for (n, v) in self.headers_for(body) {
+            if n != "accept" {
+                head.push_str(&format!("{n}: {v}\r\n"));
+            }
+        }
+        head.push_str("accept: application/json, text/event-stream\r\n\r\n");
+        for bytes in [head.as_bytes(), text.as_bytes()] {
+            s.write_all(bytes)
+                .await
+                .unwrap_or_else(|e| panic!("writing the request: {e}"));
+        }
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+                .await
+                .unwrap_or_else(|_| panic!("no answer within 5 s"))
+                .unwrap_or_else(|e| panic!("reading the answer: {e}"));
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+            let t = String::from_utf8_lossy(&got);
+            if let Some((h, b)) = t.split_once("\r\n\r\n") {
+                let len = h
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length: ")
+                            .map(str::to_owned)
+                    })
+                    .and_then(|v| v.trim().parse::<usize>().ok());
+                if len.is_some_and(|len| b.len() >= len) {
+                    break;
+                }
+            }
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    }
+
     /// Exactly these headers and bytes (nothing added), for bad-input tests.
     pub async fn raw(
         &self,
