@@ -164,19 +164,20 @@ w("Policy cost per request (CPU, JWT + rate limit minus plain): " + ", ".join(
   + ". Compare the micro-bench rows for authentication and the rate-limit rule.")
 
 
-def per_round(kind, conc, target, f):
-    """f(gateway cell, direct cell) for each round that has both."""
-    d = {c["round"]: c for c in cells.get((kind, conc, "direct"), [])}
+def per_round(kind, conc, target, f, base="direct"):
+    """f(gateway cell, base cell) for each round that has both."""
+    d = {c["round"]: c for c in cells.get((kind, conc, base), [])}
     return [f(c, d[c["round"]]) for c in cells.get((kind, conc, target), []) if c["round"] in d]
 
 
 def floor_ratios(conc, target="junction"):
     """Throughput through `target` ÷ through the byte-copy proxy, per round:
     the two run one after the other, so the machine's drift over the run
-    (15-25 % within an hour here) cancels out of each round's ratio."""
-    f = {c["round"]: c["rps"] for c in cells.get(("tools/call", conc, NULL[0]), [])}
-    return [c["rps"] / f[c["round"]] for c in cells.get(("tools/call", conc, target), [])
-            if f.get(c["round"])]
+    (15-25 % within an hour here) cancels out of each round's ratio. Rounds
+    where the floor served nothing are left out."""
+    ratios = per_round("tools/call", conc, target,
+                       lambda c, f: c["rps"] / f["rps"] if f["rps"] else None, NULL[0])
+    return [r for r in ratios if r is not None]
 
 
 def spread(xs, fmt):
