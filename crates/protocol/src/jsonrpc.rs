@@ -57,7 +57,10 @@ pub fn raw_str(raw: &RawValue) -> Option<Cow<'_, str>> {
 }
 
 /// `params` object kept as raw values: key -> raw JSON (nothing re-serialized).
-pub type RawParams = BTreeMap<String, Box<RawValue>>;
+/// Read from a client's message, keys and values borrow its bytes (a key is
+/// owned only when it had escapes to decode); members Junction sets itself are
+/// owned (`Cow::Owned`). `RawParams<'static>` owns all of it.
+pub type RawParams<'a> = BTreeMap<Cow<'a, str>, Cow<'a, RawValue>>;
 
 /// A JSON-RPC error object.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -90,15 +93,15 @@ pub enum ClientMessage<'a> {
     Request {
         id: Id,
         method: Cow<'a, str>,
-        params: Option<RawParams>,
+        params: Option<RawParams<'a>>,
     },
     Notification {
         method: Cow<'a, str>,
-        params: Option<RawParams>,
+        params: Option<RawParams<'a>>,
     },
 }
 
-impl ClientMessage<'_> {
+impl<'a> ClientMessage<'a> {
     pub fn method(&self) -> &str {
         match self {
             ClientMessage::Request { method, .. } | ClientMessage::Notification { method, .. } => {
@@ -107,7 +110,7 @@ impl ClientMessage<'_> {
         }
     }
 
-    pub fn params(&self) -> Option<&RawParams> {
+    pub fn params(&self) -> Option<&RawParams<'a>> {
         match self {
             ClientMessage::Request { params, .. } | ClientMessage::Notification { params, .. } => {
                 params.as_ref()
@@ -133,8 +136,8 @@ struct Envelope<'a> {
     id: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
     method: Option<&'a RawValue>,
-    #[serde(default, deserialize_with = "present_params")]
-    params: Option<Params>,
+    #[serde(default, borrow, deserialize_with = "present_params")]
+    params: Option<Params<'a>>,
     #[serde(default, borrow, deserialize_with = "present")]
     result: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
@@ -145,7 +148,7 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::
     <&RawValue>::deserialize(d).map(Some)
 }
 
-fn present_params<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Params>, D::Error> {
+fn present_params<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Params<'de>>, D::Error> {
     Params::deserialize(d).map(Some)
 }
 
@@ -153,15 +156,15 @@ fn present_params<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Params>, D::
 /// raw), or why it is not one. Params with duplicate keys are rejected:
 /// which duplicate "wins" differs between parsers, and a header check must
 /// see the same value the upstream will.
-enum Params {
-    Object(RawParams),
+enum Params<'a> {
+    Object(RawParams<'a>),
     /// The first key seen twice (the rest of the object is skipped).
     Duplicate(String),
     /// Also `null`: present but not an object.
     NotObject,
 }
 
-impl<'de> Deserialize<'de> for Params {
+impl<'de> Deserialize<'de> for Params<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(ParamsVisitor)
     }
@@ -170,52 +173,84 @@ impl<'de> Deserialize<'de> for Params {
 struct ParamsVisitor;
 
 impl<'de> Visitor<'de> for ParamsVisitor {
-    type Value = Params;
+    type Value = Params<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON value")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Params, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Params<'de>, A::Error> {
         let mut out = RawParams::new();
-        while let Some(k) = map.next_key::<String>()? {
+        while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
             if out.contains_key(&k) {
                 map.next_value::<IgnoredAny>()?;
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                return Ok(Params::Duplicate(k));
+                return Ok(Params::Duplicate(k.into_owned()));
             }
-            out.insert(k, map.next_value()?);
+            out.insert(k, Cow::Borrowed(map.next_value::<&'de RawValue>()?));
         }
         Ok(Params::Object(out))
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Params, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Params<'de>, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
         Ok(Params::NotObject)
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Params, E> {
+    fn visit_bool<E>(self, _: bool) -> Result<Params<'de>, E> {
         Ok(Params::NotObject)
     }
 
-    fn visit_i64<E>(self, _: i64) -> Result<Params, E> {
+    fn visit_i64<E>(self, _: i64) -> Result<Params<'de>, E> {
         Ok(Params::NotObject)
     }
 
-    fn visit_u64<E>(self, _: u64) -> Result<Params, E> {
+    fn visit_u64<E>(self, _: u64) -> Result<Params<'de>, E> {
         Ok(Params::NotObject)
     }
 
-    fn visit_f64<E>(self, _: f64) -> Result<Params, E> {
+    fn visit_f64<E>(self, _: f64) -> Result<Params<'de>, E> {
         Ok(Params::NotObject)
     }
 
-    fn visit_str<E>(self, _: &str) -> Result<Params, E> {
+    fn visit_str<E>(self, _: &str) -> Result<Params<'de>, E> {
         Ok(Params::NotObject)
     }
 
-    fn visit_unit<E>(self) -> Result<Params, E> {
+    fn visit_unit<E>(self) -> Result<Params<'de>, E> {
         Ok(Params::NotObject)
+    }
+}
+
+/// A `params` key: borrowed from the message unless it had escapes to decode
+/// (serde's own `Cow<str>` always copies).
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+struct KeyVisitor;
+
+impl<'de> Visitor<'de> for KeyVisitor {
+    type Value = Key<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(v.to_owned())))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(v)))
     }
 }
 

@@ -29,6 +29,25 @@ fn request_keeps_params_raw() {
 }
 
 #[test]
+fn params_borrow_the_message_and_decode_escaped_keys() {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","na\u006de2":"u","arguments":{}}}"#;
+    let Ok(ClientMessage::Request { params, .. }) = parse(body) else {
+        panic!("expected a request");
+    };
+    let params = params.expect("params");
+    // Keys and values point into the body; the escaped key is decoded.
+    for (k, v) in &params {
+        let value_in_body = body.as_bytes().as_ptr_range().contains(&v.get().as_ptr());
+        assert!(value_in_body, "value of {k} was copied");
+        assert_eq!(matches!(k, Cow::Borrowed(_)), k != "name2", "{k}");
+    }
+    assert_eq!(params["name2"].get(), r#""u""#);
+    // A duplicate spelled with an escape is still a duplicate.
+    let dup = parse(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"k":1,"\u006b":2}}"#);
+    assert!(dup.unwrap_err().message.contains(r#"duplicate key "k""#));
+}
+
+#[test]
 fn string_ids_notifications_and_absent_params() {
     match parse(r#"{"jsonrpc":"2.0","id":"r-1","method":"ping"}"#) {
         Ok(ClientMessage::Request { id, params, .. }) => {

@@ -53,7 +53,7 @@ pub fn start(
     cx: &Cx<'_>,
     id: &Id,
     tool: &ExposedTool,
-    params: &RawParams,
+    params: &RawParams<'_>,
     started: Instant,
 ) -> Option<Arc<Call>> {
     let log = lines::audit_log()?;
@@ -74,7 +74,7 @@ pub fn refused(
     cx: &Cx<'_>,
     id: &Id,
     target: &Target,
-    params: Option<&RawParams>,
+    params: Option<&RawParams<'_>>,
     e: GatewayError,
 ) -> GatewayError {
     if let (Some(log), Some(tool)) = (lines::audit_log(), target.tool()) {

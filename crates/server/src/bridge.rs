@@ -57,7 +57,7 @@ const MAX_ROUNDS: usize = 16;
 /// The upstream request again, for the retry after a handshake-era client answered.
 pub struct Retry {
     pub(crate) client: Arc<Upstream>,
-    pub(crate) request: UpstreamRequest,
+    pub(crate) request: UpstreamRequest<'static>,
 }
 
 /// Reads one upstream call to the message its client gets, bridging server
@@ -404,7 +404,7 @@ pub fn start<'a>(
 
 async fn continue_held(
     cx: &Cx<'_>,
-    params: &RawParams,
+    params: &RawParams<'_>,
     driver: Driver,
     open: prometheus::IntGauge,
     record: Record,
@@ -435,7 +435,7 @@ async fn continue_held(
 /// Whether the request carries a `requestState` that may continue a held call;
 /// without one, [`resume`] has nothing to look at and [`start`] skips it (the
 /// `Driver` is then not moved into and out of its state machine).
-fn may_resume(params: &RawParams) -> bool {
+fn may_resume(params: &RawParams<'_>) -> bool {
     params.contains_key("requestState")
 }
 
@@ -443,7 +443,7 @@ fn may_resume(params: &RawParams) -> bool {
 /// the client's `inputResponses` and hand back the driver to read on.
 async fn resume(
     cx: &Cx<'_>,
-    params: &RawParams,
+    params: &RawParams<'_>,
     template: Driver,
 ) -> Result<Resumed, GatewayError> {
     let Some(raw) = params.get("requestState") else {

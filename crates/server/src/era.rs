@@ -41,7 +41,7 @@ pub fn modern(
     cx: &Cx<'_>,
     method: &str,
     mirrored: Option<&str>,
-    params: Option<&RawParams>,
+    params: Option<&RawParams<'_>>,
 ) -> Result<ClientSide, GatewayError> {
     let request_meta = request_meta(params)?;
     let capabilities = validate_meta_and_headers(cx, method, mirrored, params, &request_meta)?;
@@ -107,7 +107,7 @@ fn validate_meta_and_headers(
     cx: &Cx<'_>,
     method: &str,
     mirrored: Option<&str>,
-    params: Option<&RawParams>,
+    params: Option<&RawParams<'_>>,
     m: &RequestMeta<'_>,
 ) -> Result<Box<RawValue>, GatewayError> {
     let requested = m

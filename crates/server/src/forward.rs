@@ -5,6 +5,8 @@
 //! client's `requestState` unwrapped from Junction's envelope, MRTR and server
 //! requests bridged (`bridge`), the outcome counted once (`record`).
 
+use std::borrow::Cow;
+
 use http::Response;
 use junction_protocol::jsonrpc::{Id, RawParams, RpcError};
 use junction_upstream::{UpstreamEvent, UpstreamRequest};
@@ -21,11 +23,11 @@ use crate::state::UpstreamEntry;
 use crate::tasks::Shape;
 
 /// One request on its way upstream, as its method's handler prepared it.
-pub struct Outbound {
+pub struct Outbound<'a> {
     pub method: &'static str,
     /// Params for the upstream: renamed (tool, prompt, URI) but still with
     /// `_meta` and Junction's sealed `requestState`.
-    pub params: RawParams,
+    pub params: RawParams<'a>,
     /// `Mcp-Param-*` headers of a tool call to an HTTP upstream.
     pub param_headers: Vec<(String, String)>,
     /// Counts the outcome once (the tool-call series, or the upstream's).
@@ -51,7 +53,7 @@ pub async fn forward(
     client: &ClientSide,
     upstream: &UpstreamEntry,
     target: &str,
-    out: Outbound,
+    out: Outbound<'_>,
 ) -> Result<Response<Body>, GatewayError> {
     let Outbound {
         method,
@@ -171,7 +173,7 @@ pub async fn forward(
 
 /// The upstream request continues the trace of `span`: `traceparent` (and
 /// `tracestate`) as headers and in `_meta`, replacing the client's own.
-pub fn carry_trace(request: &mut UpstreamRequest, span: &UpstreamSpan) {
+pub fn carry_trace(request: &mut UpstreamRequest<'_>, span: &UpstreamSpan) {
     let Some((parent, state)) = span.context() else {
         return;
     };
@@ -199,7 +201,7 @@ pub async fn forward_named(
     client: &ClientSide,
     (method, kind): (&'static str, &str),
     (upstream, target): (&str, &str),
-    params: RawParams,
+    params: RawParams<'_>,
     on_result: Option<fn(Box<RawValue>) -> Box<RawValue>>,
 ) -> Result<Response<Body>, GatewayError> {
     let entry = cx.state.upstreams.get(upstream).ok_or_else(|| {
@@ -224,7 +226,7 @@ pub async fn forward_named(
 /// result, or the upstream's JSON-RPC error as it sent it.
 pub async fn answer_of(
     u: &UpstreamEntry,
-    req: UpstreamRequest,
+    req: UpstreamRequest<'_>,
 ) -> Result<Result<Box<RawValue>, RpcError>, GatewayError> {
     let method = req.method.clone();
     let mut stream = u
@@ -247,28 +249,32 @@ pub async fn answer_of(
 
 /// `value` as raw JSON for a param Junction rewrites before forwarding (the
 /// upstream's own name of a prompt, a URI, a completion `ref`).
-pub fn raw_param(value: &impl serde::Serialize) -> Result<Box<RawValue>, GatewayError> {
-    serde_json::value::to_raw_value(value).map_err(|e| GatewayError::Unsupported(e.to_string()))
+pub fn raw_param(value: &impl serde::Serialize) -> Result<Cow<'static, RawValue>, GatewayError> {
+    serde_json::value::to_raw_value(value)
+        .map(Cow::Owned)
+        .map_err(|e| GatewayError::Unsupported(e.to_string()))
 }
 
 /// Params for the upstream, changed in place (no member is copied): `_meta`
 /// left out (the upstream client re-states it) and the client's own
 /// `requestState` unwrapped from Junction's envelope, which must be bound to
 /// `upstream_id` and `target`; everything else byte for byte.
-fn upstream_params(
+fn upstream_params<'p>(
     cx: &Cx<'_>,
-    mut params: RawParams,
+    mut params: RawParams<'p>,
     upstream_id: &str,
     target: &str,
-) -> Result<RawParams, GatewayError> {
+) -> Result<RawParams<'p>, GatewayError> {
     params.remove("_meta");
     if let Some(v) = params.get_mut("requestState") {
         let token: String = serde_json::from_str(v.get())
             .map_err(|_| GatewayError::InvalidParams("requestState must be a string".into()))?;
         let inner = envelope::unwrap(&cx.state.sealer, &token, &cx.principal, upstream_id, target)
             .map_err(|e| GatewayError::InvalidParams(e.into()))?;
-        *v = RawValue::from_string(inner)
-            .map_err(|_| GatewayError::InvalidParams("requestState is invalid".into()))?;
+        *v = Cow::Owned(
+            RawValue::from_string(inner)
+                .map_err(|_| GatewayError::InvalidParams("requestState is invalid".into()))?,
+        );
     }
     Ok(params)
 }

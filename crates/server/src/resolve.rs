@@ -37,7 +37,7 @@ pub async fn target(
     cx: &Cx<'_>,
     route: Route,
     method: &str,
-    params: Option<&RawParams>,
+    params: Option<&RawParams<'_>>,
     client: &ClientSide,
 ) -> Result<Target, GatewayError> {
     match route {
@@ -64,7 +64,7 @@ pub async fn target(
 fn task(
     cx: &Cx<'_>,
     method: &str,
-    params: Option<&RawParams>,
+    params: Option<&RawParams<'_>>,
     client: &ClientSide,
 ) -> Result<Target, GatewayError> {
     if client.is_modern() && !tasks::declares(client.capabilities()) {
@@ -79,14 +79,18 @@ fn task(
     Ok(Target::Task { task, token })
 }
 
-fn required(params: Option<&RawParams>, key: &str, method: &str) -> Result<String, GatewayError> {
+fn required(
+    params: Option<&RawParams<'_>>,
+    key: &str,
+    method: &str,
+) -> Result<String, GatewayError> {
     param_str(params, key)?
         .map(|s| s.into_owned())
         .ok_or_else(|| GatewayError::InvalidParams(format!("{method} needs params.{key}")))
 }
 
 /// `params.{key}` must be a JSON object when present.
-pub fn object_or_absent(params: Option<&RawParams>, key: &str) -> Result<(), GatewayError> {
+pub fn object_or_absent(params: Option<&RawParams<'_>>, key: &str) -> Result<(), GatewayError> {
     match params.and_then(|p| p.get(key)) {
         Some(raw) if !raw.get().trim_start().starts_with('{') => Err(GatewayError::InvalidParams(
             format!("params.{key} must be an object"),
@@ -98,7 +102,7 @@ pub fn object_or_absent(params: Option<&RawParams>, key: &str) -> Result<(), Gat
 async fn tool(
     cx: &Cx<'_>,
     method: &str,
-    params: Option<&RawParams>,
+    params: Option<&RawParams<'_>>,
 ) -> Result<Target, GatewayError> {
     let name = param_str(params, "name")?
         .ok_or_else(|| GatewayError::InvalidParams(format!("{method} needs params.name")))?;
@@ -179,7 +183,7 @@ enum Reference {
 
 /// `completion/complete` is routed by what it refers to: a `ref/prompt` by its
 /// exposed prompt name, a `ref/resource` as `resources/read` is routed.
-async fn completion(cx: &Cx<'_>, params: Option<&RawParams>) -> Result<Target, GatewayError> {
+async fn completion(cx: &Cx<'_>, params: Option<&RawParams<'_>>) -> Result<Target, GatewayError> {
     let raw_ref = params.and_then(|p| p.get("ref")).ok_or_else(|| {
         GatewayError::InvalidParams("completion/complete needs params.ref".into())
     })?;

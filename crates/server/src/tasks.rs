@@ -90,7 +90,7 @@ pub fn declaring(capabilities: &RawValue) -> Box<RawValue> {
 
 /// The task shape of a `tools/call`: a modern client's declared extension
 /// (session-less, so per request), a handshake-era client's `params.task`.
-pub fn shape(modern: bool, capabilities: &RawValue, params: &RawParams) -> Shape {
+pub fn shape(modern: bool, capabilities: &RawValue, params: &RawParams<'_>) -> Shape {
     match modern {
         true if declares(capabilities) => Shape::Modern,
         false if params.get("task").is_some() => Shape::Legacy,

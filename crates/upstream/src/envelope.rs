@@ -76,7 +76,7 @@ fn write_params(
 ) {
     out.push(b'{');
     let mut first = true;
-    for (key, value) in params.iter().filter(|(k, _)| k.as_str() != "_meta") {
+    for (key, value) in params.iter().filter(|(k, _)| *k != "_meta") {
         if !std::mem::take(&mut first) {
             out.push(b',');
         }
@@ -254,8 +254,8 @@ pub(crate) fn progress_token_key(params: &RawValue) -> Option<String> {
 /// The same progress notification with the downstream's token put back.
 pub(crate) fn with_progress_token(params: &RawValue, token: &RawValue) -> Option<Box<RawValue>> {
     let mut members: RawParams = serde_json::from_str(params.get()).ok()?;
-    members.insert(meta::PROGRESS_TOKEN.to_owned(), token.to_owned());
-    let params = jsonrpc::raw_object(members.iter().map(|(k, v)| (k.as_str(), v.as_ref())));
+    members.insert(meta::PROGRESS_TOKEN.into(), Cow::Borrowed(token));
+    let params = jsonrpc::raw_object(members.iter().map(|(k, v)| (k.as_ref(), v.as_ref())));
     let bytes = jsonrpc::notification_bytes("notifications/progress", &params);
     String::from_utf8(bytes).ok().map(raw)
 }
@@ -275,8 +275,8 @@ mod tests {
     #[test]
     fn modern_params_keep_arguments_and_add_meta() {
         let mut params = RawParams::new();
-        params.insert("name".into(), r(r#""echo""#));
-        params.insert("arguments".into(), r(r#"{"b":1,  "a":2}"#));
+        params.insert("name".into(), Cow::Owned(r(r#""echo""#)));
+        params.insert("arguments".into(), Cow::Owned(r(r#"{"b":1,  "a":2}"#)));
         let fwd = vec![("progressToken".to_owned(), r("7"))];
         let out = build_params(&params, &fwd, None, &Stamp::Modern { caps: None });
         let v: serde_json::Value = serde_json::from_str(out.get()).unwrap_or_default();
@@ -290,9 +290,9 @@ mod tests {
     #[test]
     fn request_body_is_the_request_around_build_params() {
         let mut params = RawParams::new();
-        params.insert("name".into(), r(r#""echo""#));
-        params.insert("arguments".into(), r(r#"{"b":1,  "a":2}"#));
-        params.insert("_meta".into(), r(r#"{"stray":1}"#));
+        params.insert("name".into(), Cow::Owned(r(r#""echo""#)));
+        params.insert("arguments".into(), Cow::Owned(r(r#"{"b":1,  "a":2}"#)));
+        params.insert("_meta".into(), Cow::Owned(r(r#"{"stray":1}"#)));
         let fwd = vec![("k\"ey".to_owned(), r("[1]"))];
         let caps = r(r#"{"sampling":{}}"#);
         let stamp = Stamp::Modern { caps: Some(&caps) };
@@ -345,7 +345,7 @@ mod tests {
             assert_eq!(out.get(), want);
         }
         let mut params = RawParams::new();
-        params.insert("name".into(), r(r#""x""#));
+        params.insert("name".into(), Cow::Owned(r(r#""x""#)));
         let out = build_params(&params, &[], None, &Stamp::Legacy);
         assert_eq!(out.get(), r#"{"name":"x"}"#);
     }
@@ -367,8 +367,8 @@ mod tests {
     #[test]
     fn mcp_name_is_the_decoded_name_or_uri() {
         let mut params = RawParams::new();
-        params.insert("name".into(), r(r#""get_weather""#));
-        params.insert("uri".into(), r(r#""file:///caf\u00e9""#));
+        params.insert("name".into(), Cow::Owned(r(r#""get_weather""#)));
+        params.insert("uri".into(), Cow::Owned(r(r#""file:///caf\u00e9""#)));
         let name = mcp_name("tools/call", &params);
         assert!(matches!(name, Some(Cow::Borrowed("get_weather"))));
         assert_eq!(
@@ -380,7 +380,7 @@ mod tests {
             Some("file:///café")
         );
         assert_eq!(mcp_name("tools/list", &params), None);
-        params.insert("name".into(), r("7"));
+        params.insert("name".into(), Cow::Owned(r("7")));
         assert_eq!(mcp_name("tools/call", &params), None);
     }
 

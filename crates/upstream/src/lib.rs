@@ -26,6 +26,7 @@ mod stdio;
 mod stream;
 mod watch;
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -111,13 +112,15 @@ impl std::fmt::Debug for TransportSpec {
 }
 
 /// One request to forward. `params` excludes `_meta`; the era-specific `_meta`
-/// members are added here. `Debug` hides `authorization`.
+/// members are added here. `params` may borrow the client's message (`'a`):
+/// a request is sent before its caller's body is dropped. `Debug` hides
+/// `authorization`.
 #[derive(Default)]
-pub struct UpstreamRequest {
+pub struct UpstreamRequest<'a> {
     /// Borrowed for the methods Junction names itself (every forwarded one):
     /// no allocation per call.
     pub method: std::borrow::Cow<'static, str>,
-    pub params: RawParams,
+    pub params: RawParams<'a>,
     /// Downstream `_meta` entries to forward (progressToken, logLevel, traceparent…).
     pub meta: Vec<(String, Box<RawValue>)>,
     /// The downstream client's capabilities, for modern upstreams (default `{}`).
@@ -139,7 +142,7 @@ pub struct UpstreamRequest {
     pub authorization: Option<String>,
 }
 
-impl std::fmt::Debug for UpstreamRequest {
+impl std::fmt::Debug for UpstreamRequest<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamRequest")
             .field("method", &self.method)
@@ -371,7 +374,7 @@ impl Upstream {
     /// breaker is open. A request that provably never left Junction
     /// (`Unavailable`) is retried once; nothing that may have reached the
     /// upstream is ever sent twice.
-    pub async fn request(&self, req: UpstreamRequest) -> Result<ResponseStream, UpstreamError> {
+    pub async fn request(&self, req: UpstreamRequest<'_>) -> Result<ResponseStream, UpstreamError> {
         let permit = self.admit()?;
         // The deadline's start, and the latency's.
         let started = Instant::now();
@@ -390,7 +393,7 @@ impl Upstream {
     /// `started`: when the request's deadline (its timeout) began.
     async fn send_retrying(
         &self,
-        req: &UpstreamRequest,
+        req: &UpstreamRequest<'_>,
         started: Instant,
     ) -> Result<ResponseStream, UpstreamError> {
         let deadline = started + req.timeout.unwrap_or(self.timeout);
@@ -406,7 +409,7 @@ impl Upstream {
 
     async fn send_once(
         &self,
-        req: &UpstreamRequest,
+        req: &UpstreamRequest<'_>,
         deadline: Instant,
     ) -> Result<ResponseStream, UpstreamError> {
         let fut = async {
@@ -445,7 +448,7 @@ impl Upstream {
         if let Some(c) = cursor {
             let raw =
                 serde_json::to_string(c).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
-            params.insert("cursor".to_owned(), envelope::raw_string(raw));
+            params.insert("cursor".into(), Cow::Owned(envelope::raw_string(raw)));
         }
         let mut stream = self
             .send_retrying(

@@ -13,6 +13,7 @@
 //! Reconnects back off exponentially (never a busy loop) and the task ends on
 //! `Upstream::shutdown` or when the client is dropped.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -261,7 +262,7 @@ async fn listen(
     }
     let mut params = RawParams::new();
     if let Ok(raw) = serde_json::value::to_raw_value(&filter) {
-        params.insert("notifications".to_owned(), raw);
+        params.insert("notifications".into(), Cow::Owned(raw));
     }
     let req = UpstreamRequest {
         method: "subscriptions/listen".into(),
@@ -371,7 +372,7 @@ async fn sync_legacy_subscriptions(
     {
         let mut params = RawParams::new();
         if let Ok(raw) = serde_json::value::to_raw_value(uri) {
-            params.insert("uri".to_owned(), raw);
+            params.insert("uri".into(), Cow::Owned(raw));
         }
         let req = UpstreamRequest {
             method: method.into(),

@@ -15,16 +15,17 @@ use junction_upstream::{
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
-fn call(name: &str) -> UpstreamRequest {
+fn call(name: &str) -> UpstreamRequest<'static> {
     let mut req = UpstreamRequest {
         method: "tools/call".into(),
         ..UpstreamRequest::default()
     };
     req.params.insert(
         "name".into(),
-        raw(&serde_json::to_string(name).expect("name")),
+        std::borrow::Cow::Owned(raw(&serde_json::to_string(name).expect("name"))),
     );
-    req.params.insert("arguments".into(), raw("{}"));
+    req.params
+        .insert("arguments".into(), std::borrow::Cow::Owned(raw("{}")));
     req
 }
 

@@ -57,10 +57,12 @@ fn upstream(url: &str, era: EraPref, token: Option<Arc<Source>>) -> Arc<Upstream
     .expect("upstream")
 }
 
-fn call(authorization: Option<&str>) -> UpstreamRequest {
+fn call(authorization: Option<&str>) -> UpstreamRequest<'static> {
     UpstreamRequest {
         method: "tools/call".into(),
-        params: [("name".to_owned(), raw(r#""t""#))].into_iter().collect(),
+        params: [("name".into(), std::borrow::Cow::Owned(raw(r#""t""#)))]
+            .into_iter()
+            .collect(),
         authorization: authorization.map(str::to_owned),
         ..UpstreamRequest::default()
     }

@@ -229,7 +229,8 @@ async fn legacy_sse_server_ping_is_answered_and_dropping_the_stream_cancels() {
         method: "tools/call".into(),
         ..UpstreamRequest::default()
     };
-    req.params.insert("name".into(), raw(r#""slow""#));
+    req.params
+        .insert("name".into(), std::borrow::Cow::Owned(raw(r#""slow""#)));
     let mut stream = up.request(req).await.expect("request");
     let first = stream.next().await.expect("event");
     assert_eq!(notification_json(&first)["method"], "notifications/message");

@@ -11,13 +11,13 @@ use junction_upstream::{EraPref, UpstreamError, UpstreamEvent, UpstreamRequest};
 use serde_json::json;
 use tokio::sync::Notify;
 
-fn call(name: &str, args: &str) -> UpstreamRequest {
+fn call(name: &str, args: &str) -> UpstreamRequest<'static> {
     let mut params = RawParams::new();
     params.insert(
         "name".into(),
-        raw(&serde_json::to_string(name).expect("name")),
+        std::borrow::Cow::Owned(raw(&serde_json::to_string(name).expect("name"))),
     );
-    params.insert("arguments".into(), raw(args));
+    params.insert("arguments".into(), std::borrow::Cow::Owned(raw(args)));
     UpstreamRequest {
         method: "tools/call".into(),
         params,

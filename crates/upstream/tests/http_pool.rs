@@ -13,7 +13,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-fn list() -> UpstreamRequest {
+fn list() -> UpstreamRequest<'static> {
     UpstreamRequest {
         method: "tools/list".into(),
         ..UpstreamRequest::default()

@@ -28,13 +28,13 @@ fn stdio_upstream(mode: &str, era: EraPref, timeout: Duration) -> Arc<Upstream> 
     .expect("upstream")
 }
 
-fn call(name: &str) -> UpstreamRequest {
+fn call(name: &str) -> UpstreamRequest<'static> {
     let mut params = RawParams::new();
     params.insert(
         "name".into(),
-        raw(&serde_json::to_string(name).expect("name")),
+        std::borrow::Cow::Owned(raw(&serde_json::to_string(name).expect("name"))),
     );
-    params.insert("arguments".into(), raw("{}"));
+    params.insert("arguments".into(), std::borrow::Cow::Owned(raw("{}")));
     UpstreamRequest {
         method: "tools/call".into(),
         params,
@@ -43,7 +43,7 @@ fn call(name: &str) -> UpstreamRequest {
 }
 
 /// The JSON inside the first text content of a tools/call result.
-async fn call_text(up: &Upstream, req: UpstreamRequest) -> Value {
+async fn call_text(up: &Upstream, req: UpstreamRequest<'_>) -> Value {
     let events = collect(up.request(req).await.expect("request")).await;
     let res = result_json(events.last().expect("an event"));
     serde_json::from_str(res["content"][0]["text"].as_str().expect("text")).expect("json text")

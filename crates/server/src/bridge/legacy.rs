@@ -3,9 +3,11 @@
 //! retried upstream call (`inputResponses` + the upstream's own `requestState`,
 //! a new id). A handshake-era upstream's own request is relayed the same way.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 use junction_protocol::codes;
-use junction_protocol::jsonrpc::{self, error_bytes, RpcError};
+use junction_protocol::jsonrpc::{self, error_bytes, RawParams, RpcError};
 use junction_upstream::UpstreamRequest;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -128,9 +130,12 @@ impl Driver {
         let params = &mut request.params;
         params.remove("requestState");
         let members = responses.iter().map(|(k, v)| (k.as_str(), v.as_ref()));
-        params.insert("inputResponses".into(), jsonrpc::raw_object(members));
+        params.insert(
+            "inputResponses".into(),
+            Cow::Owned(jsonrpc::raw_object(members)),
+        );
         if let Some(s) = state {
-            params.insert("requestState".into(), s);
+            params.insert("requestState".into(), Cow::Owned(s));
         }
         self.stream = None;
         let stream = retry
@@ -143,11 +148,11 @@ impl Driver {
     }
 }
 
-/// A copy of a request, for retrying it later.
-pub fn copy_request(r: &UpstreamRequest) -> UpstreamRequest {
+/// A copy of a request that owns all of it, for retrying it later.
+pub fn copy_request(r: &UpstreamRequest<'_>) -> UpstreamRequest<'static> {
     UpstreamRequest {
         method: r.method.clone(),
-        params: r.params.clone(),
+        params: owned_params(&r.params),
         meta: r.meta.clone(),
         client_capabilities: r.client_capabilities.clone(),
         param_headers: r.param_headers.clone(),
@@ -156,6 +161,14 @@ pub fn copy_request(r: &UpstreamRequest) -> UpstreamRequest {
         handshake_client: r.handshake_client,
         authorization: r.authorization.clone(),
     }
+}
+
+/// `params` with every key and value owned.
+pub fn owned_params(params: &RawParams<'_>) -> RawParams<'static> {
+    params
+        .iter()
+        .map(|(k, v)| (Cow::Owned((**k).to_owned()), Cow::Owned((**v).to_owned())))
+        .collect()
 }
 
 #[derive(Deserialize)]

@@ -291,7 +291,7 @@ impl ClientSide {
     /// The `_meta` entries an upstream request carries for this client: a
     /// modern client's own, and for a handshake-era session the log level it
     /// set (sessions have no `_meta` of their own for it).
-    pub fn upstream_meta(&self, params: &RawParams) -> Vec<(String, Box<RawValue>)> {
+    pub fn upstream_meta(&self, params: &RawParams<'_>) -> Vec<(String, Box<RawValue>)> {
         let (mut meta, level) = match self {
             ClientSide::Modern { forward_meta, .. } => return forward_meta.clone(),
             ClientSide::Legacy { log, .. } => (forwarded_meta(params), log),
@@ -307,13 +307,13 @@ impl ClientSide {
 
     /// The upstream request of `method` for this client: its capabilities,
     /// era, and the allow-listed headers of this request.
-    pub fn upstream_request(
+    pub fn upstream_request<'p>(
         &self,
         cx: &Cx<'_>,
         method: &'static str,
-        params: RawParams,
+        params: RawParams<'p>,
         meta: Vec<(String, Box<RawValue>)>,
-    ) -> UpstreamRequest {
+    ) -> UpstreamRequest<'p> {
         UpstreamRequest {
             method: method.into(),
             params,
@@ -412,7 +412,7 @@ impl Target {
 /// A string member of params: absent is Ok(None), any other type is an error.
 /// Borrowed from the params' text unless it has escapes to decode.
 pub fn param_str<'a>(
-    params: Option<&'a RawParams>,
+    params: Option<&'a RawParams<'_>>,
     key: &str,
 ) -> Result<Option<Cow<'a, str>>, GatewayError> {
     let Some(raw) = params.and_then(|p| p.get(key)) else {
@@ -439,7 +439,9 @@ impl<'a> RequestMeta<'a> {
     }
 }
 
-pub fn request_meta(params: Option<&RawParams>) -> Result<RequestMeta<'_>, GatewayError> {
+pub fn request_meta<'a>(
+    params: Option<&'a RawParams<'_>>,
+) -> Result<RequestMeta<'a>, GatewayError> {
     let raw = params
         .and_then(|p| p.get("_meta"))
         .ok_or_else(|| GatewayError::MissingMeta("params._meta is required".into()))?;
@@ -450,7 +452,7 @@ pub fn request_meta(params: Option<&RawParams>) -> Result<RequestMeta<'_>, Gatew
 
 /// A handshake-era request's `_meta` members to forward (none when `_meta` is
 /// absent or not an object).
-fn forwarded_meta(params: &RawParams) -> Vec<(String, Box<RawValue>)> {
+fn forwarded_meta(params: &RawParams<'_>) -> Vec<(String, Box<RawValue>)> {
     request_meta(Some(params))
         .map(forwardable_meta)
         .unwrap_or_default()
@@ -473,11 +475,11 @@ pub fn forwardable_meta(m: RequestMeta<'_>) -> Vec<(String, Box<RawValue>)> {
 mod tests {
     use super::*;
 
-    fn params(meta: &str) -> RawParams {
+    fn params(meta: &str) -> RawParams<'static> {
         let mut p = RawParams::new();
         p.insert(
             "_meta".into(),
-            RawValue::from_string(meta.to_owned()).unwrap(),
+            Cow::Owned(RawValue::from_string(meta.to_owned()).unwrap()),
         );
         p
     }

@@ -25,7 +25,11 @@ use crate::response::{self, Body};
 
 const METHOD: &str = "completion/complete";
 
-pub async fn complete(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn complete(
+    cx: &Cx<'_>,
+    id: &Id,
+    r: Request<'_>,
+) -> Result<Response<Body>, GatewayError> {
     let Request {
         params,
         client,

@@ -18,13 +18,17 @@ use crate::names;
 use crate::response::{self, Body};
 use crate::session::{self, Session};
 
-pub async fn ping(_cx: &Cx<'_>, id: &Id, _r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn ping(_cx: &Cx<'_>, id: &Id, _r: Request<'_>) -> Result<Response<Body>, GatewayError> {
     Ok(ok(id, json!({})))
 }
 
 /// Junction answers `server/discover` itself: its own capabilities, not any one
 /// upstream's.
-pub async fn discover(cx: &Cx<'_>, id: &Id, _r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn discover(
+    cx: &Cx<'_>,
+    id: &Id,
+    _r: Request<'_>,
+) -> Result<Response<Body>, GatewayError> {
     let result = json!({
         "resultType": "complete",
         "supportedVersions": supported_versions(),
@@ -37,7 +41,11 @@ pub async fn discover(cx: &Cx<'_>, id: &Id, _r: Request) -> Result<Response<Body
     Ok(ok(id, result))
 }
 
-pub async fn initialize(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn initialize(
+    cx: &Cx<'_>,
+    id: &Id,
+    r: Request<'_>,
+) -> Result<Response<Body>, GatewayError> {
     let params = r.params.as_ref();
     let requested = param_str(params, "protocolVersion")?.ok_or_else(|| {
         GatewayError::InvalidParams("initialize needs params.protocolVersion".into())
@@ -81,7 +89,11 @@ pub async fn initialize(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Bod
 }
 
 /// `logging/setLevel`: remembered for the session (see `logging`), answered `{}`.
-pub async fn set_level(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn set_level(
+    cx: &Cx<'_>,
+    id: &Id,
+    r: Request<'_>,
+) -> Result<Response<Body>, GatewayError> {
     let params = r.params.as_ref();
     let ClientSide::Legacy { session, .. } = &r.client else {
         return Err(GatewayError::LegacyMethodNotFound(
@@ -138,7 +150,7 @@ pub fn delete_session(cx: &Cx<'_>) -> Result<Response<Body>, GatewayError> {
 /// call if it runs here (see `cancel`), else tells the other replicas
 /// (`fleet`), one of which may run it. Anything else about it is ignored, as
 /// a notification cannot be answered with an error.
-pub fn cancelled(cx: &Cx<'_>, params: Option<&RawParams>) {
+pub fn cancelled(cx: &Cx<'_>, params: Option<&RawParams<'_>>) {
     let Ok((_, key)) = cx.require_session(|| GatewayError::SessionNotFound) else {
         return;
     };

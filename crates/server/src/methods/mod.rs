@@ -30,14 +30,17 @@ pub use lifecycle::{cancelled, delete_session};
 pub use subscriptions::legacy_get;
 
 /// A request as the pipeline hands it to its handler.
-pub struct Request {
-    pub params: Option<RawParams>,
+pub struct Request<'a> {
+    pub params: Option<RawParams<'a>>,
     pub client: ClientSide,
     pub target: Target,
 }
 
-pub type Handler =
-    for<'a> fn(&'a Cx<'_>, &'a Id, Request) -> BoxFuture<'a, Result<Response<Body>, GatewayError>>;
+pub type Handler = for<'a> fn(
+    &'a Cx<'_>,
+    &'a Id,
+    Request<'a>,
+) -> BoxFuture<'a, Result<Response<Body>, GatewayError>>;
 
 /// Which eras have a method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,7 +76,7 @@ macro_rules! handler {
         fn boxed<'a>(
             cx: &'a Cx<'_>,
             id: &'a Id,
-            r: Request,
+            r: Request<'a>,
         ) -> BoxFuture<'a, Result<Response<Body>, GatewayError>> {
             // Written into its box, not moved there: `Box::pin` builds the
             // future on the stack and copies it whole (a few KiB a call).

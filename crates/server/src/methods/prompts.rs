@@ -14,12 +14,12 @@ use crate::forward::{self, raw_param};
 use crate::response::Body;
 use crate::views;
 
-pub async fn list(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn list(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>, GatewayError> {
     let merged = admit::visible_list(cx, "prompts", views::prompts(cx).await);
     views::list_page(cx, id, r.params.as_ref(), &r.client, "prompts", &merged)
 }
 
-pub async fn get(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn get(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>, GatewayError> {
     let Target::Prompt {
         upstream,
         exposed,

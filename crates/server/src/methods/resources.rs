@@ -21,13 +21,17 @@ use crate::forward::{self, raw_param};
 use crate::response::Body;
 use crate::views;
 
-pub async fn list(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn list(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>, GatewayError> {
     let (merged, _) = views::resources(cx).await;
     let merged = admit::visible_list(cx, "resources", merged);
     views::list_page(cx, id, r.params.as_ref(), &r.client, "resources", &merged)
 }
 
-pub async fn templates(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn templates(
+    cx: &Cx<'_>,
+    id: &Id,
+    r: Request<'_>,
+) -> Result<Response<Body>, GatewayError> {
     let (merged, _) = views::templates(cx).await;
     let merged = admit::visible_list(cx, "resourceTemplates", merged);
     views::list_page(
@@ -40,7 +44,7 @@ pub async fn templates(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body
     )
 }
 
-pub async fn read(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn read(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>, GatewayError> {
     let Target::Resource { upstream, uri, own } = &r.target else {
         return Err(GatewayError::InvalidParams(
             "resources/read needs params.uri".into(),

@@ -44,7 +44,7 @@ fn bool_field(filter: &Map<String, Value>, key: &str) -> Result<bool, GatewayErr
 }
 
 /// Modern `subscriptions/listen`.
-pub async fn listen(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn listen(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>, GatewayError> {
     let filter = match r.params.as_ref().and_then(|p| p.get("notifications")) {
         None => {
             return Err(GatewayError::InvalidParams(
@@ -161,12 +161,20 @@ pub async fn legacy_get(cx: &Cx<'_>) -> Result<Response<Body>, GatewayError> {
 }
 
 /// Handshake-era `resources/subscribe`.
-pub async fn subscribe(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn subscribe(
+    cx: &Cx<'_>,
+    id: &Id,
+    r: Request<'_>,
+) -> Result<Response<Body>, GatewayError> {
     subscription(cx, id, true, r).await
 }
 
 /// Handshake-era `resources/unsubscribe`.
-pub async fn unsubscribe(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn unsubscribe(
+    cx: &Cx<'_>,
+    id: &Id,
+    r: Request<'_>,
+) -> Result<Response<Body>, GatewayError> {
     subscription(cx, id, false, r).await
 }
 
@@ -174,7 +182,7 @@ async fn subscription(
     cx: &Cx<'_>,
     id: &Id,
     subscribe: bool,
-    r: Request,
+    r: Request<'_>,
 ) -> Result<Response<Body>, GatewayError> {
     // The era phase opened and checked the session already.
     let ClientSide::Legacy { session, .. } = r.client else {

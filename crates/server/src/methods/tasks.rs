@@ -14,6 +14,7 @@
 //! | legacy `tasks/result` | `tasks/get` polled until terminal | forwarded (server requests bridged) |
 //! | legacy `tasks/cancel` | `tasks/cancel`, then `tasks/get` for the `Task` | as is |
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use http::{Response, StatusCode};
@@ -37,7 +38,7 @@ type Answer = Result<Map<String, Value>, RpcError>;
 
 /// A core task lives in the upstream session of the replica that created it:
 /// a `tasks/*` for it that lands on another replica is relayed there (`relay`).
-async fn relayed(cx: &Cx<'_>, r: &Request) -> Option<Result<Response<Body>, GatewayError>> {
+async fn relayed(cx: &Cx<'_>, r: &Request<'_>) -> Option<Result<Response<Body>, GatewayError>> {
     let Target::Task { task, .. } = &r.target else {
         return None;
     };
@@ -48,7 +49,7 @@ async fn relayed(cx: &Cx<'_>, r: &Request) -> Option<Result<Response<Body>, Gate
     Some(Box::pin(relay::to_owner(cx, owner)).await)
 }
 
-pub async fn get(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn get(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>, GatewayError> {
     if let Some(answer) = relayed(cx, &r).await {
         return answer;
     }
@@ -77,7 +78,7 @@ pub async fn get(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Gat
     reply(id, &Value::Object(out))
 }
 
-pub async fn cancel(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn cancel(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>, GatewayError> {
     if let Some(answer) = relayed(cx, &r).await {
         return answer;
     }
@@ -115,7 +116,7 @@ pub async fn cancel(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, 
     }
 }
 
-pub async fn update(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn update(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>, GatewayError> {
     let (task, token, u) = task_of(cx, &r)?;
     if !task.modern {
         return Err(GatewayError::Unsupported(format!(
@@ -137,14 +138,14 @@ pub async fn update(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, 
 /// The handshake era's blocking `tasks/result`: forwarded to a core-tasks
 /// upstream as a call is (its server requests bridged to this client); for
 /// an extension upstream, `tasks/get` until the task is finished.
-pub async fn result(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn result(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>, GatewayError> {
     if let Some(answer) = relayed(cx, &r).await {
         return answer;
     }
     let (task, _, u) = task_of(cx, &r)?;
     if !task.modern {
         let mut params = r.params.clone().unwrap_or_default();
-        params.insert("taskId".into(), raw(&task.id)?);
+        params.insert("taskId".into(), Cow::Owned(raw(&task.id)?));
         let out = Outbound {
             method: "tasks/result",
             params,
@@ -223,9 +224,9 @@ async fn ask(
     input: Option<&RawValue>,
 ) -> Result<Answer, GatewayError> {
     let mut params = RawParams::new();
-    params.insert("taskId".into(), raw(&task.id)?);
+    params.insert("taskId".into(), Cow::Owned(raw(&task.id)?));
     if let Some(input) = input {
-        params.insert("inputResponses".into(), input.to_owned());
+        params.insert("inputResponses".into(), Cow::Borrowed(input));
     }
     let mut request = client.upstream_request(cx, method, params, Vec::new());
     if task.modern {

@@ -3,6 +3,7 @@
 //! the original name, the raw arguments and the `Mcp-Param-*` headers its
 //! schema declares (checked against a modern client's own first).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use http::Response;
@@ -28,7 +29,7 @@ use crate::state::UpstreamEntry;
 use crate::tasks;
 use crate::views::{self, ListShape};
 
-pub async fn list(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn list(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>, GatewayError> {
     let cursor = param_str(r.params.as_ref(), "cursor")?;
     let (catalog, per_caller) = admit::visible(cx, views::route_catalog(cx).await);
     let start = match cursor {
@@ -53,7 +54,7 @@ pub async fn list(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
     Ok(views::finish_list(id, out, shape))
 }
 
-pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, GatewayError> {
+pub async fn call(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>, GatewayError> {
     let Request {
         params,
         client,
@@ -114,7 +115,7 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
                 GatewayError::InvalidParams("params.arguments must be an object".into())
             })?;
         let value = serde_json::from_str(merged.get()).ok();
-        params.insert("arguments".into(), merged);
+        params.insert("arguments".into(), Cow::Owned(merged));
         value
     };
     // The route's guardrail sees the arguments as they would go upstream, and
@@ -138,7 +139,7 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
                 Ok(Verdict::Allow) => arguments,
                 Ok(Verdict::Rewrite(new)) => {
                     let value = serde_json::from_str(new.get()).ok();
-                    params.insert("arguments".into(), new);
+                    params.insert("arguments".into(), Cow::Owned(new));
                     value
                 }
                 Err(e) => {
@@ -185,7 +186,7 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
     // The upstream knows the tool by its original name: `name` is there (the
     // target was resolved from it), replaced in place, its key kept.
     if let Some(name) = params.get_mut("name") {
-        *name = tool.original_json.clone();
+        *name = Cow::Borrowed(&tool.original_json);
     }
     let out = Outbound {
         method: "tools/call",
@@ -222,7 +223,7 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request) -> Result<Response<Body>, Ga
 /// nothing of tasks: for them this is one substring search.
 fn task_shape(
     client: &ClientSide,
-    params: &mut RawParams,
+    params: &mut RawParams<'_>,
     tool: &ExposedTool,
     upstream: &UpstreamEntry,
 ) -> Result<tasks::Shape, GatewayError> {
@@ -241,7 +242,7 @@ fn task_shape(
         tasks::Shape::Modern if matches!(support.as_str(), "optional" | "required") => {
             let ask = RawValue::from_string("{}".into())
                 .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
-            params.insert("task".into(), ask);
+            params.insert("task".into(), Cow::Owned(ask));
             Ok(shape)
         }
         _ => Ok(shape),

@@ -11,6 +11,7 @@
 //! lists' `ttlMs`). A lookup that misses it lists again, so any replica can
 //! serve any read: the memo is an optimisation, never state a client relies on.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use junction_catalog::lists::{
@@ -246,7 +247,7 @@ async fn fetch_all(
         let mut params = RawParams::new();
         if let Some(cur) = &cursor {
             if let Ok(raw) = serde_json::value::to_raw_value(cur) {
-                params.insert("cursor".into(), raw);
+                params.insert("cursor".into(), Cow::Owned(raw));
             }
         }
         let page = fetch_page(u, method, params);
@@ -301,7 +302,7 @@ async fn fetch_all(
 async fn fetch_page(
     u: &UpstreamEntry,
     method: &'static str,
-    params: RawParams,
+    params: RawParams<'_>,
 ) -> Result<Option<Box<RawValue>>, GatewayError> {
     let req = UpstreamRequest {
         method: method.into(),

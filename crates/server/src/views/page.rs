@@ -20,7 +20,7 @@ use crate::response::{self, Body};
 pub fn list_page(
     cx: &Cx<'_>,
     id: &Id,
-    params: Option<&RawParams>,
+    params: Option<&RawParams<'_>>,
     client: &ClientSide,
     key: &str,
     merged: &MergedList,

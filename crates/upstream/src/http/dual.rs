@@ -165,7 +165,7 @@ impl HttpTransport {
     /// handshake-era client of a dual-era upstream, the handshake-era side session.
     pub(super) async fn ready_for(
         &self,
-        req: &UpstreamRequest,
+        req: &UpstreamRequest<'_>,
         deadline: Instant,
     ) -> Result<Arc<Ready>, UpstreamError> {
         let ready = self.ensure_ready(deadline).await?;

@@ -271,7 +271,7 @@ impl HttpTransport {
 
     pub(crate) async fn request(
         &self,
-        req: &UpstreamRequest,
+        req: &UpstreamRequest<'_>,
         deadline: Instant,
     ) -> Result<ResponseStream, UpstreamError> {
         let ready = self.ready_for(req, deadline).await?;
@@ -300,7 +300,7 @@ impl HttpTransport {
     /// a handshake-era session (with an `Mcp-Session-Id`) for a handshake-era client:
     /// a dual-era upstream's side session, or a handshake-era upstream's own.
     /// Modern clients' calls are not enlisted (unchanged: such requests are refused).
-    fn enlist(&self, ready: &Arc<Ready>, req: &UpstreamRequest) -> Option<Strays> {
+    fn enlist(&self, ready: &Arc<Ready>, req: &UpstreamRequest<'_>) -> Option<Strays> {
         if let Some(strays) = self.side.enlist(ready) {
             return Some(strays);
         }
@@ -323,7 +323,7 @@ impl HttpTransport {
     async fn attempt(
         &self,
         ready: &Arc<Ready>,
-        req: &UpstreamRequest,
+        req: &UpstreamRequest<'_>,
         deadline: Instant,
     ) -> Result<ResponseStream, Attempt> {
         let id = self.ids.next();

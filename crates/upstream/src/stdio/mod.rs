@@ -197,7 +197,7 @@ impl StdioTransport {
 
     pub(crate) async fn request(
         &self,
-        req: &UpstreamRequest,
+        req: &UpstreamRequest<'_>,
         deadline: Instant,
     ) -> Result<ResponseStream, UpstreamError> {
         let ready = self.ensure_ready().await?;
