@@ -164,7 +164,7 @@ pub fn copy_request(r: &UpstreamRequest<'_>) -> UpstreamRequest<'static> {
 }
 
 /// `params` with every key and value owned.
-pub fn owned_params(params: &RawParams<'_>) -> RawParams<'static> {
+fn owned_params(params: &RawParams<'_>) -> RawParams<'static> {
     params
         .iter()
         .map(|(k, v)| (Cow::Owned((**k).to_owned()), Cow::Owned((**v).to_owned())))
