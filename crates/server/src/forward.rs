@@ -120,7 +120,7 @@ pub async fn forward(
         // one only for a client that declares the extension, and only on the
         // modern wire (not a dual-era upstream's handshake-era side session).
         if let Some(caps) = &request.client_capabilities {
-            request.client_capabilities = Some(crate::tasks::declaring(caps));
+            request.client_capabilities = Some(Cow::Owned(crate::tasks::declaring(caps)));
         }
         if matches!(
             upstream.client.known_era(),

@@ -123,8 +123,9 @@ pub struct UpstreamRequest<'a> {
     pub params: RawParams<'a>,
     /// Downstream `_meta` entries to forward (progressToken, logLevel, traceparent…).
     pub meta: Vec<(String, Box<RawValue>)>,
-    /// The downstream client's capabilities, for modern upstreams (default `{}`).
-    pub client_capabilities: Option<Box<RawValue>>,
+    /// The downstream client's capabilities, for modern upstreams (default
+    /// `{}`), usually borrowed from the client's side of the call.
+    pub client_capabilities: Option<Cow<'a, RawValue>>,
     /// Pre-encoded `Mcp-Param-*` headers (modern HTTP only).
     pub param_headers: Vec<(String, String)>,
     /// Allow-listed client headers (traceparent…), HTTP only.

@@ -133,7 +133,7 @@ async fn legacy_requests_carry_downstream_meta() {
     let req = UpstreamRequest {
         method: "tools/list".into(),
         meta: vec![("progressToken".into(), raw(r#""p""#))],
-        client_capabilities: Some(raw(r#"{"sampling":{}}"#)),
+        client_capabilities: Some(std::borrow::Cow::Owned(raw(r#"{"sampling":{}}"#))),
         ..UpstreamRequest::default()
     };
     collect(up.request(req).await.expect("request")).await;

@@ -84,7 +84,7 @@ async fn modern_request_headers_and_meta() {
         "io.modelcontextprotocol/protocolVersion".into(),
         raw(r#""1999-01-01""#),
     ));
-    req.client_capabilities = Some(raw(r#"{"elicitation":{}}"#));
+    req.client_capabilities = Some(std::borrow::Cow::Owned(raw(r#"{"elicitation":{}}"#)));
     req.param_headers
         .push(("Mcp-Param-City".into(), "=?base64?WsO8cmljaA==?=".into()));
     req.forward_headers

@@ -110,7 +110,7 @@ async fn modern_stdio_gets_meta_and_no_initialize() {
     let up = stdio_upstream("modern", EraPref::Auto, Duration::from_secs(10));
     assert_eq!(up.era().await.expect("era"), Era::Modern);
     let mut req = call("meta");
-    req.client_capabilities = Some(raw(r#"{"elicitation":{}}"#));
+    req.client_capabilities = Some(std::borrow::Cow::Owned(raw(r#"{"elicitation":{}}"#)));
     req.meta.push(("traceparent".into(), raw(r#""00-1-2-01""#)));
     let meta = call_text(&up, req).await;
     assert_eq!(

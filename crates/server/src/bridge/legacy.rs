@@ -154,7 +154,10 @@ pub fn copy_request(r: &UpstreamRequest<'_>) -> UpstreamRequest<'static> {
         method: r.method.clone(),
         params: owned_params(&r.params),
         meta: r.meta.clone(),
-        client_capabilities: r.client_capabilities.clone(),
+        client_capabilities: r
+            .client_capabilities
+            .as_deref()
+            .map(|c| Cow::Owned(c.to_owned())),
         param_headers: r.param_headers.clone(),
         forward_headers: r.forward_headers.clone(),
         timeout: r.timeout,

@@ -308,7 +308,7 @@ impl ClientSide {
     /// The upstream request of `method` for this client: its capabilities,
     /// era, and the allow-listed headers of this request.
     pub fn upstream_request<'p>(
-        &self,
+        &'p self,
         cx: &Cx<'_>,
         method: &'static str,
         params: RawParams<'p>,
@@ -318,7 +318,7 @@ impl ClientSide {
             method: method.into(),
             params,
             meta,
-            client_capabilities: Some(self.capabilities().to_owned()),
+            client_capabilities: Some(Cow::Borrowed(self.capabilities())),
             param_headers: Vec::new(),
             forward_headers: junction_policy::forwardable_headers(cx.headers, &cx.state.forward),
             timeout: None,

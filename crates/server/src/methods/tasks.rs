@@ -233,7 +233,7 @@ async fn ask(
         // The extension's task lives on the modern wire, also for a
         // handshake-era client of a dual-era upstream.
         if let Some(caps) = &request.client_capabilities {
-            request.client_capabilities = Some(tasks::declaring(caps));
+            request.client_capabilities = Some(Cow::Owned(tasks::declaring(caps)));
         }
         request.handshake_client = false;
     }
