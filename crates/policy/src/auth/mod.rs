@@ -203,6 +203,17 @@ impl Authenticator {
         if let Some((p, until)) = self.verified.get(&cache_key, keys, Instant::now()) {
             return Ok((p, Some((until, keys))));
         }
+        self.verify_and_remember(token, cache_key, route_path).await
+    }
+
+    /// A token not found in the table under `cache_key` (its key): verified,
+    /// and remembered when it may be.
+    async fn verify_and_remember(
+        &self,
+        token: &str,
+        cache_key: cache::Key,
+        route_path: &str,
+    ) -> Result<(Principal, Option<(Instant, u64)>), AuthError> {
         let principal = self.verify(token, route_path).await?;
         let keys = self.keys.generation();
         let until = self.verified.put(cache_key, &principal, self.leeway, keys);
@@ -230,6 +241,7 @@ impl Authenticator {
             return Err(AuthError::TokenInQuery);
         }
         let token = field.and_then(|f| bearer_bytes(f.as_bytes()));
+        let mut missed = None;
         if let Some(token) = token {
             let (keys, now) = (self.keys.generation(), Instant::now());
             if let Some(p) = last.and_then(|l| l.get(token, route_path, keys, now)) {
@@ -242,10 +254,20 @@ impl Authenticator {
                 }
                 return Ok(p);
             }
+            missed = Some(key);
         }
-        let (p, remembered) = self
-            .authenticated(field.and_then(|f| f.to_str().ok()), route_path)
-            .await?;
+        let text = field.and_then(|f| f.to_str().ok());
+        let (p, remembered) = match missed {
+            // Looked for in the table already: the text's token is the same
+            // bytes (above), so it is not hashed and looked for again.
+            Some(key) => {
+                let text_token = bearer(text)?;
+                debug_assert_eq!(Some(text_token.as_bytes()), token);
+                self.verify_and_remember(text_token, key, route_path)
+                    .await?
+            }
+            None => self.authenticated(text, route_path).await?,
+        };
         if let (Some(last), Some(token), Some((until, keys))) = (last, token, remembered) {
             last.put(token, route_path, &p, until, keys);
         }
