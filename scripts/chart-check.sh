@@ -14,6 +14,8 @@
 #   - values the chart must refuse (schema and render-time checks), and redis.url wired
 #   - a fleet's pods advertise themselves to each other (fleet.advertise_url from the
 #     pod IP) unless they terminate TLS
+#   - the pod's connection threads (TOKIO_WORKER_THREADS): from its CPU request
+#     without a CPU limit, left to the quota with one, `threads` or `env` as given
 #   - NOTES.txt of a multi-replica install: its state key, its Redis (or a warning that
 #     rate limits and session changes stay per pod) and what still binds to one pod
 #   - a real Junction (127.0.0.1, port 0) is driven through tools/list, tools/call,
@@ -631,6 +633,22 @@ check "a fleet's pods advertise http://\$(POD_IP):<port> and may reach each othe
 tls_pods="$("$helm" template "$release" "$chart" --namespace "$namespace" -f "$chart/ci/multi-replica-values.yaml" 2>&1)"
 check "pods that terminate TLS advertise nothing (they cannot relay over plain HTTP)" bash -c '
   ! grep -q "JUNCTION_FLEET__ADVERTISE_URL" <<<"$1"' _ "$tls_pods"
+
+# threads_env ARGS...: the TOKIO_WORKER_THREADS values the rendering gives the pod, one per line.
+threads_env() {
+  "$helm" template "$release" "$chart" --namespace "$namespace" "$@" 2>&1 |
+    grep -A1 -- "- name: TOKIO_WORKER_THREADS" | sed -n 's/^ *value: //p'
+}
+check "without a CPU limit the pod gets threads for its CPU request (100m: 2), not one per node CPU" \
+  test "$(threads_env)" = '"2"'
+check "a CPU request of 3500m gets 4 connection threads" \
+  test "$(threads_env --set resources.requests.cpu=3500m)" = '"4"'
+check "with a CPU limit the chart leaves the thread count to Junction (it reads the quota)" \
+  test -z "$(threads_env --set resources.limits.cpu=4)"
+check "threads set explicitly is used as it is" test "$(threads_env --set threads=6)" = '"6"'
+check "TOKIO_WORKER_THREADS in env is the pod's only one" \
+  test "$(threads_env --set 'env[0].name=TOKIO_WORKER_THREADS' --set-string 'env[0].value=3')" = '"3"'
+refuse "a negative thread count (schema)" "threads" --set threads=-1
 
 # --- what NOTES.txt tells a multi-replica install ------------------------------------
 notes() {

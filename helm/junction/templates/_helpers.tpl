@@ -252,7 +252,46 @@ Sections set to null are left out.
       optional: {{ .optional }}
       {{- end }}
 {{- end }}
+{{- with include "junction.threads" . }}
+- name: TOKIO_WORKER_THREADS
+  value: {{ . | quote }}
+{{- end }}
 {{- with .Values.env }}
 {{ toYaml . }}
 {{- end }}
+{{- end -}}
+
+{{/*
+The connection threads the pod is told to start (TOKIO_WORKER_THREADS), or
+nothing: `threads` when set; with a CPU limit, nothing (Junction sizes itself
+to the quota); otherwise the CPU request rounded up, at least 2. Nothing either
+when `env` sets the variable itself.
+*/}}
+{{- define "junction.threads" -}}
+{{- $own := false }}
+{{- range .Values.env }}
+{{- if eq (toString .name) "TOKIO_WORKER_THREADS" }}{{ $own = true }}{{ end }}
+{{- end }}
+{{- if not $own }}
+{{- $resources := .Values.resources | default dict }}
+{{- if gt (int .Values.threads) 0 }}
+{{- .Values.threads }}
+{{- else if not (dig "limits" "cpu" "" $resources) }}
+{{- include "junction.cpuCeil" (dig "requests" "cpu" "" $resources) }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+A CPU quantity ("100m", "1.5", 2) in whole CPUs, rounded up, at least 2.
+*/}}
+{{- define "junction.cpuCeil" -}}
+{{- $q := toString . }}
+{{- $cores := 0.0 }}
+{{- if hasSuffix "m" $q }}
+{{- $cores = divf (trimSuffix "m" $q | float64) 1000 }}
+{{- else if $q }}
+{{- $cores = float64 $q }}
+{{- end }}
+{{- max 2 (ceil $cores | int) }}
 {{- end -}}
