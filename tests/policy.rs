@@ -244,15 +244,16 @@ async fn on_one_connection_each_request_is_judged_by_its_own_token() {
         "iat": now() - 1200, "exp": now() - 600, "scope": "tools.read"}),
     ));
     // (whose token, the token, tool, the status expected), in order, on
-    // `conn`. A 401 is answered before the body is read and closes the
-    // connection: last.
-    let steps: [(&str, &str, &str, u16); 6] = [
+    // `conn`. A 401 is answered before the body is read; the connection
+    // drops the body and stays open for the client's next request.
+    let steps: [(&str, &str, &str, u16); 7] = [
         ("reader", &reader, "up__echo", 200),
         ("reader", &reader, "up__admin", 403),
         ("admin", &admin, "up__admin", 200),
         ("reader", &reader, "up__admin", 403),
         ("admin", &admin, "up__admin", 200),
         ("expired", &expired, "up__echo", 401),
+        ("reader", &reader, "up__echo", 200),
     ];
     for (i, (who, authorization, tool, want)) in steps.iter().enumerate() {
         let client = TestClient::modern(&url).with_header("authorization", authorization);
@@ -268,7 +269,7 @@ async fn on_one_connection_each_request_is_judged_by_its_own_token() {
         2,
         "only the admin token's calls arrived"
     );
-    assert_eq!(w.up.calls("echo").len(), 1);
+    assert_eq!(w.up.calls("echo").len(), 2);
 }
 
 /// Rules over prompts and resource URIs, and a rule that matches a group

@@ -32,9 +32,12 @@
 //!   response.
 //!
 //! A request body the route did not read to its end is dropped if it is
-//! already in the buffer; otherwise the connection closes after the
-//! response. The clocks (head, idle, write stall) are `HeadGuard`'s, around
-//! the socket, as before.
+//! already in the buffer. A rest of up to 64 KiB of known length still on
+//! its way is waited for (2 s at most) and dropped before the response goes
+//! out, unless the client waits for a `100 Continue`. Otherwise, or if it
+//! does not come, the connection closes after the response. The clocks
+//! (head, idle, write stall) are `HeadGuard`'s, around the socket, as
+//! before.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -268,19 +271,35 @@ where
         let Some(Ok(response)) = response else {
             return;
         };
-        // What the request left of its body: dropped if it is all here,
-        // otherwise the connection cannot be read further.
-        {
+        // What the request left of its body: dropped if it is all here. A
+        // short rest still on its way (the request was answered before its
+        // body was read, as a 401 is) is waited for and dropped too, so
+        // that the client's next request can use the connection. Otherwise
+        // the connection cannot be read further.
+        let rest = {
             let mut inner = link.lock();
             let inner = &mut *inner;
+            // A client still waiting for `100 Continue` may never send it.
+            let awaits_continue = inner.continue_left > 0;
             inner.continue_left = 0;
             while let Ok(Next::Data(_)) = framing::next(&mut inner.buf, &mut inner.body) {}
-            if !inner.body.is_done() {
-                keep_alive = false;
+            match inner.body {
+                _ if inner.body.is_done() => Rest::None,
+                Framing::Length(left) if left <= DISCARD_MAX && !awaits_continue => Rest::Short,
+                _ => Rest::Long,
             }
-        }
+        };
         if stop.is_cancelled() {
             keep_alive = false;
+        }
+        match rest {
+            Rest::None => {}
+            Rest::Short if keep_alive => {
+                if !discard_rest(&link).await {
+                    keep_alive = false;
+                }
+            }
+            Rest::Short | Rest::Long => keep_alive = false,
         }
         let (parts, body) = response.into_parts();
         let written = write_response(&link, parts, body, version, is_head, &mut keep_alive).await;
@@ -289,6 +308,51 @@ where
             return;
         }
     }
+}
+
+/// The most of an unread request body the connection waits for and drops
+/// to stay open, and how long it waits for it.
+const DISCARD_MAX: u64 = 64 * 1024;
+const DISCARD_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What a request left unread of its body once it was answered.
+enum Rest {
+    None,
+    /// At most `DISCARD_MAX` bytes of a known length.
+    Short,
+    /// More, of no known length, or held back for a `100 Continue`.
+    Long,
+}
+
+/// Reads and drops the rest of the request's body (`Rest::Short`): whether
+/// all of it came within `DISCARD_WAIT`. A client slower than that, or one
+/// that closes, has its connection closed after the answer, as before.
+async fn discard_rest<IO: AsyncRead + Unpin>(link: &Link<IO>) -> bool {
+    let rest = std::future::poll_fn(|cx| {
+        let mut inner = link.lock();
+        let inner = &mut *inner;
+        loop {
+            match framing::next(&mut inner.buf, &mut inner.body) {
+                Ok(Next::Data(_)) => continue,
+                Ok(Next::End) => return Poll::Ready(true),
+                Ok(Next::More(left)) => {
+                    match std::task::ready!(framing::poll_fill(
+                        &mut inner.io,
+                        &mut inner.buf,
+                        cx,
+                        left
+                    )) {
+                        Ok(0) | Err(_) => return Poll::Ready(false),
+                        Ok(_) => {}
+                    }
+                }
+                Err(_) => return Poll::Ready(false),
+            }
+        }
+    });
+    tokio::time::timeout(DISCARD_WAIT, rest)
+        .await
+        .unwrap_or(false)
 }
 
 enum HeadError {
