@@ -420,7 +420,8 @@ impl Pool {
         if !self.reaper.load(Ordering::Relaxed) && !self.reaper.swap(true, Ordering::Relaxed) {
             self.start_reaper();
         }
-        let stack = self.idle.get(link.home).cloned().unwrap_or_default();
+        // `home` is `own_stack()`, an index into `idle` by construction.
+        let stack = self.idle[link.home].clone();
         let mut body = H1Body {
             framing: head.body,
             keep_alive: head.keep_alive,
