@@ -332,21 +332,15 @@ async fn discard_rest<IO: AsyncRead + Unpin>(link: &Link<IO>) -> bool {
         let mut inner = link.lock();
         let inner = &mut *inner;
         loop {
-            match framing::next(&mut inner.buf, &mut inner.body) {
-                Ok(Next::Data(_)) => continue,
-                Ok(Next::End) => return Poll::Ready(true),
-                Ok(Next::More(left)) => {
-                    match std::task::ready!(framing::poll_fill(
-                        &mut inner.io,
-                        &mut inner.buf,
-                        cx,
-                        left
-                    )) {
-                        Ok(0) | Err(_) => return Poll::Ready(false),
-                        Ok(_) => {}
-                    }
-                }
-                Err(_) => return Poll::Ready(false),
+            match std::task::ready!(framing::poll_body(
+                &mut inner.io,
+                &mut inner.buf,
+                &mut inner.body,
+                cx
+            )) {
+                Some(Ok(_)) => {}
+                None => return Poll::Ready(true),
+                Some(Err(_)) => return Poll::Ready(false),
             }
         }
     });
