@@ -20,6 +20,7 @@
 //! would have moved them; nothing on the request path blocks.
 
 use std::io;
+use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
@@ -58,9 +59,7 @@ impl Workers {
                 .spawn(move || {
                     junction_upstream::home::set(i);
                     // Ends when `Workers` drops its sender.
-                    runtime.block_on(async {
-                        let _ = stopped.await;
-                    });
+                    runtime.block_on(anchored(stopped));
                 })?;
             stops.push(stop);
         }
@@ -82,6 +81,33 @@ impl Workers {
     /// The thread whose turn `turn` is (round robin).
     pub(crate) fn get(&self, turn: usize) -> &Handle {
         &self.handles[turn % self.handles.len()]
+    }
+}
+
+/// How far ahead a connection thread's timer driver always has a wake of its
+/// own: below the shortest deadline a request registers (an upstream call's
+/// `timeout`, a body's read timeout), as long as those are at least this long.
+const ANCHOR: Duration = Duration::from_secs(1);
+
+/// Waits for `stopped`, keeping a timer armed at most [`ANCHOR`] ahead.
+///
+/// tokio's timer driver writes its eventfd whenever a timer is registered
+/// earlier than the driver's next planned wake, even from the driver's own
+/// thread. Without this, a thread whose only timers were its connections'
+/// idle clocks (two minutes) paid that system call for the first upstream
+/// call after every sleep: 0.19 `write`s per proxied call at c=32. A deadline
+/// later than the anchor never moves the wake forward, so it costs none; the
+/// anchor costs one timer wake a second.
+async fn anchored(stopped: oneshot::Receiver<()>) {
+    tokio::pin!(stopped);
+    let anchor = tokio::time::sleep(ANCHOR);
+    tokio::pin!(anchor);
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut stopped => return,
+            () = &mut anchor => anchor.as_mut().reset(tokio::time::Instant::now() + ANCHOR),
+        }
     }
 }
 
