@@ -1,14 +1,20 @@
 //! A route's guardrail webhook end to end: a real webhook process
 //! (`tests/guardrail/hook.py`) that allows, denies, rewrites a request or a
 //! result, answers too late, and crashes, in front of the official Python SDK
-//! server; fail-closed and fail-open routes. Everything on 127.0.0.1.
+//! server; fail-closed and fail-open routes; and a result that reaches its
+//! handshake-era client on an SSE stream (a modern upstream's question
+//! bridged to it), checked before it is written there. Everything on
+//! 127.0.0.1.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
+use std::time::Duration;
 
 use junction_testkit::peers::{python, python_server, repo, spawn_peer};
-use junction_testkit::{spawn_gateway, TestClient, TestResponse};
+use junction_testkit::{
+    spawn_gateway, Behavior, MockSpec, MockTool, MockUpstream, TestClient, TestResponse,
+};
 use serde_json::{json, Value};
 use tokio::process::Command;
 
@@ -131,5 +137,98 @@ routes:
         count("/lenient", "request", "error_allowed"),
         2.0,
         "{scrape}"
+    );
+}
+
+/// A handshake-era client's call whose upstream asks it something: the
+/// answer streams (the question, then the result, on one SSE response), and
+/// the route's result phase still sees the result before the client does.
+#[tokio::test]
+async fn a_streamed_result_is_checked_before_it_is_written() {
+    const WAIT: Duration = Duration::from_secs(10);
+    let dir = tempfile::tempdir().unwrap();
+    let hook_log = dir.path().join("hook.jsonl");
+    let mut cmd = Command::new(python("py-oauth"));
+    cmd.arg(repo().join("tests/guardrail/hook.py"))
+        .arg("--log")
+        .arg(&hook_log);
+    let hook = spawn_peer(cmd, "guardrail hook").await;
+    // A modern upstream whose `ask` answers `input_required`, then echoes
+    // the client's answers in its result.
+    let tool = MockTool::new("ask", json!({"type": "object"}), Behavior::InputRequired);
+    let up = MockUpstream::start(MockSpec::modern("new", vec![tool])).await;
+    let yaml = format!(
+        r#"
+server: {{listen: 127.0.0.1:0}}
+upstreams: [{{id: new, url: "{up}"}}]
+routes:
+  - path: /strict
+    guardrail: {{url: "{hook}", timeout: 2s, on_error: deny, results: true}}
+"#,
+        up = up.url,
+        hook = hook.url,
+    );
+    let gw = spawn_gateway(bin(), &yaml).await;
+    let c = TestClient::legacy(&gw.url("/strict"), "2025-11-25")
+        .with_capabilities(json!({"elicitation": {}}));
+    assert_eq!(c.initialize().await.status, 200);
+
+    // The client's answer ends up in the result: the hook sees it there.
+    let answered = |said: &'static str| {
+        let c = &c;
+        async move {
+            let mut stream = c
+                .stream(
+                    "tools/call",
+                    json!({"name": "new__ask", "arguments": {}}),
+                    vec![],
+                )
+                .await;
+            assert_eq!(stream.status, 200);
+            let asked = stream.next(WAIT).await.expect("a server request");
+            assert_eq!(asked["method"], "elicitation/create", "{asked}");
+            let answer = json!({"action": "accept", "content": {"note": said}});
+            let ack = c.respond(asked["id"].clone(), answer).await;
+            assert_eq!(ack.status, 202, "{}", ack.text());
+            stream.next(WAIT).await.expect("the stream's last message")
+        }
+    };
+
+    let allowed = answered("fine").await;
+    assert_eq!(
+        allowed["result"]["structuredContent"]["inputResponses"]["confirm"]["content"]["note"],
+        "fine",
+        "{allowed}"
+    );
+    let rewritten = answered("a leak").await;
+    assert_eq!(
+        rewritten["result"],
+        json!({"content": [{"type": "text", "text": "[filtered]"}]}),
+        "{rewritten}"
+    );
+    let refused = answered("a secret").await;
+    assert!(refused.get("result").is_none(), "{refused}");
+    assert_eq!(refused["error"]["code"], -31005, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no secrets in results"),
+        "{refused}"
+    );
+
+    // The hook was asked about each final result, as the client would get it.
+    let results: Vec<Value> = log(&hook_log)
+        .into_iter()
+        .map(|l| l["body"].clone())
+        .filter(|b| b["phase"] == "result")
+        .collect();
+    assert_eq!(results.len(), 3, "{results:#?}");
+    assert!(results
+        .iter()
+        .all(|b| b["tool"] == "new__ask" && b["upstream_tool"] == "ask"));
+    assert_eq!(
+        results[1]["result"]["structuredContent"]["inputResponses"]["confirm"]["content"]["note"],
+        "a leak"
     );
 }

@@ -7,7 +7,8 @@ upstream_tool, arguments | result}) and decides by what the call carries:
 - arguments.text "rewrite-me"  -> rewrite the arguments to {"text": "rewritten"}
 - arguments.text "slow"        -> answers after 3 s (past Junction's timeout)
 - arguments.text "crash"       -> the process exits without answering
-- a result whose text holds "leak" -> rewrite the result to "[filtered]"
+- a result holding "leak" anywhere -> rewrite the result to "[filtered]"
+- a result holding "secret" anywhere -> deny (reason "no secrets in results")
 - anything else                -> allow
 
 Every request body is appended as one JSON line to --log, so a test can
@@ -27,10 +28,12 @@ LOG = None
 
 def decide(body):
     if body.get("phase") == "result":
-        texts = [c.get("text", "") for c in (body.get("result") or {}).get("content", [])]
-        if any("leak" in t for t in texts):
+        result = json.dumps(body.get("result"))
+        if "leak" in result:
             return {"decision": "rewrite",
                     "result": {"content": [{"type": "text", "text": "[filtered]"}]}}
+        if "secret" in result:
+            return {"decision": "deny", "reason": "no secrets in results"}
         return {"decision": "allow"}
     text = (body.get("arguments") or {}).get("text")
     if text == "deny-me":

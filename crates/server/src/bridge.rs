@@ -35,6 +35,7 @@ use tokio::sync::mpsc;
 use crate::context::Cx;
 use crate::envelope;
 use crate::error::GatewayError;
+use crate::guardrail::{ResultCheck, Verdict};
 use crate::record::{Answer, Record};
 use crate::state::Replica;
 
@@ -80,6 +81,9 @@ pub struct Driver {
     pub(crate) cancel: Option<Box<crate::cancel::Cancel>>,
     /// Applied to a finished result (cache hints of resources/read).
     pub(crate) on_result: Option<fn(Box<RawValue>) -> Box<RawValue>>,
+    /// The route's guardrail, for a result written to a stream (a whole
+    /// JSON answer is checked by `tools::call` once the driver is done).
+    pub(crate) check: Option<Box<ResultCheck>>,
     /// An upstream `-32601` means this unknown-name error (prompts, resources).
     pub(crate) unknown_name: Option<String>,
     /// Set for handshake-era clients (input_required bridging). Boxed, as
@@ -168,6 +172,10 @@ impl Driver {
                         }
                         continue;
                     }
+                    if let (Some(_), Some(check)) = (sink, self.check.take()) {
+                        let finished = self.finished(raw);
+                        return Next::Done(Box::pin(checked(check, &self.id, finished)).await);
+                    }
                     return Next::Done(self.complete(raw));
                 }
                 Some(Ok(Bridged::ServerRequest(r))) if self.finish.modern => {
@@ -187,12 +195,17 @@ impl Driver {
     }
 
     fn complete(&self, raw: Box<RawValue>) -> Result<(Vec<u8>, &'static str), GatewayError> {
+        let raw = self.finished(raw)?;
+        Ok((result_bytes(&self.id, &raw), "ok"))
+    }
+
+    /// The result as the client gets it.
+    fn finished(&self, raw: Box<RawValue>) -> Result<Box<RawValue>, GatewayError> {
         let raw = self.finish.result(raw)?;
-        let raw = match self.on_result {
+        Ok(match self.on_result {
             Some(f) => f(raw),
             None => raw,
-        };
-        Ok((result_bytes(&self.id, &raw), "ok"))
+        })
     }
 
     fn upstream_error(&self, err: RpcError) -> Result<(Vec<u8>, &'static str), GatewayError> {
@@ -310,6 +323,22 @@ impl Driver {
             Ok(_) => Err(self.broken("stream ended while asking for input")),
         })
     }
+}
+
+/// [`Driver::complete`] for a result about to be written to the client's
+/// stream, once the route's guardrail allowed, rewrote or refused it (a
+/// refusal is the stream's last message).
+async fn checked(
+    check: Box<ResultCheck>,
+    id: &Id,
+    finished: Result<Box<RawValue>, GatewayError>,
+) -> Result<(Vec<u8>, &'static str), GatewayError> {
+    let raw = finished?;
+    let raw = match check.result(&raw).await? {
+        Verdict::Allow => raw,
+        Verdict::Rewrite(new) => new,
+    };
+    Ok((result_bytes(id, &raw), "ok"))
 }
 
 fn is_input_required(raw: &RawValue) -> bool {

@@ -16,6 +16,7 @@ use crate::bridge::{self, Finisher};
 use crate::context::{ClientSide, Cx};
 use crate::envelope;
 use crate::error::GatewayError;
+use crate::guardrail::ResultCheck;
 use crate::identity;
 use crate::record::{Answer, Record, UpstreamSpan};
 use crate::response::Body;
@@ -36,6 +37,9 @@ pub struct Outbound<'a> {
     pub relay_notifications: bool,
     /// Applied to a finished result (cache hints of `resources/read`).
     pub on_result: Option<fn(Box<RawValue>) -> Box<RawValue>>,
+    /// The route's guardrail result phase, for an answer that streams
+    /// (`tools/call` on a route that checks results).
+    pub check: Option<Box<ResultCheck>>,
     /// An upstream `-32601` means this unknown-name error (prompts,
     /// resources: Junction serves the method, so an upstream that does not
     /// has no such prompt or resource).
@@ -62,6 +66,7 @@ pub async fn forward(
         record,
         relay_notifications,
         on_result,
+        check,
         unknown_name,
         tasks,
     } = out;
@@ -89,6 +94,7 @@ pub async fn forward(
         log: client.log_filter(),
         cancel: client.cancellable(cx, id).map(Box::new),
         on_result,
+        check,
         unknown_name,
         retry: None,
         stash: None,
@@ -214,6 +220,7 @@ pub async fn forward_named(
         record: Record::upstream(&cx.state.metrics, upstream, method),
         relay_notifications: false,
         on_result,
+        check: None,
         unknown_name: Some(format!(
             "unknown {kind}: {target} (upstream {upstream} serves no {method})"
         )),

@@ -28,7 +28,9 @@ use crate::error::GatewayError;
 
 type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
-/// One route's hook.
+/// One route's hook. Cloned into a [`ResultCheck`] (its client shares its
+/// connections).
+#[derive(Clone)]
 pub struct Guardrail {
     url: http::Uri,
     timeout: Duration,
@@ -221,6 +223,47 @@ pub struct Call<'a> {
     pub upstream: &'a str,
     pub upstream_tool: &'a str,
     pub metrics: &'a junction_telemetry::Metrics,
+}
+
+/// The result phase of a call whose answer is streamed (server requests
+/// bridged to a handshake-era client): what [`Call`] borrows, owned, since
+/// the stream outlives the request that started it. Built only for routes
+/// that check results.
+pub struct ResultCheck {
+    guardrail: Guardrail,
+    route: String,
+    principal: Option<String>,
+    tool: String,
+    upstream: String,
+    upstream_tool: String,
+    metrics: junction_telemetry::Metrics,
+}
+
+impl ResultCheck {
+    pub fn new(guardrail: &Guardrail, call: &Call<'_>) -> ResultCheck {
+        ResultCheck {
+            guardrail: guardrail.clone(),
+            route: call.route.to_owned(),
+            principal: call.principal.map(str::to_owned),
+            tool: call.tool.to_owned(),
+            upstream: call.upstream.to_owned(),
+            upstream_tool: call.upstream_tool.to_owned(),
+            metrics: call.metrics.clone(),
+        }
+    }
+
+    /// [`Guardrail::result`] for this call.
+    pub async fn result(&self, result: &RawValue) -> Result<Verdict, GatewayError> {
+        let call = Call {
+            route: &self.route,
+            principal: self.principal.as_deref(),
+            tool: &self.tool,
+            upstream: &self.upstream,
+            upstream_tool: &self.upstream_tool,
+            metrics: &self.metrics,
+        };
+        self.guardrail.result(&call, result).await
+    }
 }
 
 impl Call<'_> {

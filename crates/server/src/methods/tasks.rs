@@ -153,6 +153,7 @@ pub async fn result(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Bod
             record: Record::upstream(&cx.state.metrics, &u.id, "tasks/result"),
             relay_notifications: true,
             on_result: None,
+            check: None,
             unknown_name: None,
             // Its status notifications carry the client's id.
             tasks: Shape::Legacy,

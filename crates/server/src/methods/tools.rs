@@ -153,6 +153,7 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>
             }
         }
     };
+    let checks_results = guarded.as_ref().is_some_and(|(g, _)| g.checks_results());
     let param_headers = if upstream.is_http {
         xmcp::extract(&tool.header_params, arguments.as_ref())
             .map_err(|e| GatewayError::InvalidParams(e.to_string()))?
@@ -193,15 +194,21 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>
         params,
         param_headers,
         record,
-        // A result the guardrail checks arrives whole, not as a stream.
-        relay_notifications: !guarded.as_ref().is_some_and(|(g, _)| g.checks_results()),
+        // A result the guardrail checks arrives whole, not as a stream,
+        // unless the client must be asked something on one: then the driver
+        // checks it before writing it there.
+        relay_notifications: !checks_results,
         on_result: None,
+        check: guarded
+            .as_ref()
+            .filter(|_| checks_results)
+            .map(|(g, call)| Box::new(guardrail::ResultCheck::new(g, call))),
         unknown_name: None,
         tasks: task_shape,
     };
     let answered = forward::forward(cx, id, &client, upstream, &tool.exposed, out).await;
     let answered = match (&guarded, answered) {
-        (Some((g, call)), Ok(response)) if g.checks_results() => {
+        (Some((g, call)), Ok(response)) if checks_results => {
             Box::pin(check_result(id, g, call, response)).await
         }
         (_, answered) => answered,
@@ -258,7 +265,8 @@ fn upstream_is_modern(upstream: &UpstreamEntry) -> bool {
 
 /// The guardrail's result phase on a whole JSON answer: allowed as it is,
 /// rewritten, or refused. A streamed answer (server requests bridged to a
-/// handshake-era client) and an upstream's error pass unchecked.
+/// handshake-era client) was checked by the driver before its result was
+/// written (`Outbound::check`); an upstream's error passes unchecked.
 async fn check_result(
     id: &Id,
     g: &guardrail::Guardrail,
