@@ -3,15 +3,18 @@
 //! result, answers too late, and crashes, in front of the official Python SDK
 //! server; fail-closed and fail-open routes; and a result that reaches its
 //! handshake-era client on an SSE stream (a modern upstream's question
-//! bridged to it), checked before it is written there. Everything on
-//! 127.0.0.1.
+//! bridged to it), checked before it is written there; and a task's result,
+//! checked when its client reads it (both eras, both task wires). Everything
+//! on 127.0.0.1.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::time::Duration;
 
-use junction_testkit::peers::{python, python_server, repo, spawn_peer};
+use junction_testkit::peers::{
+    interop, python, python_server, repo, sdk_example_server, spawn_peer,
+};
 use junction_testkit::{
     spawn_gateway, Behavior, MockSpec, MockTool, MockUpstream, TestClient, TestResponse,
 };
@@ -231,4 +234,121 @@ routes:
         results[1]["result"]["structuredContent"]["inputResponses"]["confirm"]["content"]["note"],
         "a leak"
     );
+}
+
+/// `tasks/get` until the task is finished (10 s at most).
+async fn settled(c: &TestClient, task_id: &str) -> Value {
+    for _ in 0..100 {
+        let got = c.request("tasks/get", json!({"taskId": task_id})).await;
+        assert_eq!(got.status, 200, "{}", got.text());
+        if matches!(
+            got.result()["status"].as_str(),
+            Some("completed" | "failed" | "cancelled")
+        ) {
+            return got.result().clone();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("task {task_id} did not finish in 10 s");
+}
+
+/// A call that becomes a task is answered with the task, which the result
+/// phase leaves alone; its result is checked when the client reads it: a
+/// handshake-era client's `tasks/result`, a modern client's `tasks/get`, on
+/// a 2025-11-25 core-tasks upstream (the TypeScript SDK's example server)
+/// and on a 2026-07-28 extension upstream (the conformance fixture).
+#[tokio::test]
+async fn a_tasks_result_is_checked_when_its_client_reads_it() {
+    const EXT: &str = "io.modelcontextprotocol/tasks";
+    let dir = tempfile::tempdir().unwrap();
+    let hook_log = dir.path().join("hook.jsonl");
+    let mut cmd = Command::new(python("py-oauth"));
+    cmd.arg(repo().join("tests/guardrail/hook.py"))
+        .arg("--log")
+        .arg(&hook_log);
+    let hook = spawn_peer(cmd, "guardrail hook").await;
+    let sdk = sdk_example_server("simpleStreamableHttp.js").await;
+    let mut cmd = Command::new(python("py-mcp2"));
+    cmd.arg(interop().join("conformance/fixture.py")).arg("0");
+    let fixture = spawn_peer(cmd, "conformance fixture.py").await;
+    let yaml = format!(
+        r#"
+server: {{listen: 127.0.0.1:0}}
+upstreams: [{{id: sdk, url: "{sdk}"}}, {{id: fx, url: "{fixture}"}}]
+routes:
+  - path: /strict
+    guardrail: {{url: "{hook}", timeout: 2s, on_error: deny, results: true}}
+"#,
+        sdk = sdk.url,
+        fixture = fixture.url,
+        hook = hook.url,
+    );
+    let gw = spawn_gateway(bin(), &yaml).await;
+    let filtered = json!([{"type": "text", "text": "[filtered]"}]);
+
+    // A handshake-era client: the task, then tasks/result.
+    let legacy = TestClient::legacy(&gw.url("/strict"), "2025-11-25");
+    assert_eq!(legacy.initialize().await.status, 200);
+    for (tool, arguments) in [
+        ("sdk__delay", json!({"duration": 100})),
+        ("fx__slow_compute", json!({"seconds": 0, "label": "a"})),
+    ] {
+        let created = legacy
+            .request(
+                "tools/call",
+                json!({"name": tool, "arguments": arguments, "task": {"ttl": 60000}}),
+            )
+            .await;
+        let id = created.result()["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{tool}: no task: {}", created.text()))
+            .to_owned();
+        let result = legacy.request("tasks/result", json!({"taskId": id})).await;
+        assert_eq!(result.status, 200, "{}", result.text());
+        assert_eq!(
+            result.result()["content"],
+            filtered,
+            "{tool}: {}",
+            result.text()
+        );
+    }
+
+    // A modern client with the extension: the result inside tasks/get.
+    let modern =
+        TestClient::modern(&gw.url("/strict")).with_capabilities(json!({"extensions": {EXT: {}}}));
+    for (tool, arguments) in [
+        ("sdk__delay", json!({"duration": 100})),
+        ("fx__slow_compute", json!({"seconds": 0, "label": "b"})),
+    ] {
+        let created = modern.call_tool(tool, arguments).await;
+        assert_eq!(
+            created.result()["resultType"],
+            "task",
+            "{tool}: {}",
+            created.text()
+        );
+        let id = created.result()["taskId"].as_str().unwrap().to_owned();
+        let done = settled(&modern, &id).await;
+        assert_eq!(done["status"], "completed", "{tool}: {done}");
+        assert_eq!(done["result"]["content"], filtered, "{tool}: {done}");
+    }
+
+    // The hook saw results only, named as upstream knows them; never a task.
+    let results: Vec<Value> = log(&hook_log)
+        .into_iter()
+        .map(|l| l["body"].clone())
+        .filter(|b| b["phase"] == "result")
+        .collect();
+    assert!(results.len() >= 4, "{results:#?}");
+    for b in &results {
+        assert!(
+            matches!(b["upstream_tool"].as_str(), Some("delay" | "slow_compute")),
+            "{b}"
+        );
+        assert!(
+            b["result"].get("task").is_none(),
+            "a task went to the hook: {b}"
+        );
+        assert_ne!(b["result"]["resultType"], "task", "{b}");
+    }
 }

@@ -7,7 +7,9 @@ upstream_tool, arguments | result}) and decides by what the call carries:
 - arguments.text "rewrite-me"  -> rewrite the arguments to {"text": "rewritten"}
 - arguments.text "slow"        -> answers after 3 s (past Junction's timeout)
 - arguments.text "crash"       -> the process exits without answering
-- a result holding "leak" anywhere -> rewrite the result to "[filtered]"
+- a result of a tool named "delay" or "slow_compute" upstream (the task
+  servers' tools), or one holding "leak" anywhere -> rewrite the result to
+  "[filtered]"
 - a result holding "secret" anywhere -> deny (reason "no secrets in results")
 - anything else                -> allow
 
@@ -29,7 +31,7 @@ LOG = None
 def decide(body):
     if body.get("phase") == "result":
         result = json.dumps(body.get("result"))
-        if "leak" in result:
+        if "leak" in result or body.get("upstream_tool") in ("delay", "slow_compute"):
             return {"decision": "rewrite",
                     "result": {"content": [{"type": "text", "text": "[filtered]"}]}}
         if "secret" in result:

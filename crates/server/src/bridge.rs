@@ -83,7 +83,7 @@ pub struct Driver {
     pub(crate) on_result: Option<fn(Box<RawValue>) -> Box<RawValue>>,
     /// The route's guardrail, for a result written to a stream (a whole
     /// JSON answer is checked by `tools::call` once the driver is done).
-    pub(crate) check: Option<Box<ResultCheck>>,
+    pub(crate) check: Option<Arc<ResultCheck>>,
     /// An upstream `-32601` means this unknown-name error (prompts, resources).
     pub(crate) unknown_name: Option<String>,
     /// Set for handshake-era clients (input_required bridging). Boxed, as
@@ -329,11 +329,14 @@ impl Driver {
 /// stream, once the route's guardrail allowed, rewrote or refused it (a
 /// refusal is the stream's last message).
 async fn checked(
-    check: Box<ResultCheck>,
+    check: Arc<ResultCheck>,
     id: &Id,
     finished: Result<Box<RawValue>, GatewayError>,
 ) -> Result<(Vec<u8>, &'static str), GatewayError> {
     let raw = finished?;
+    if crate::tasks::is_created(&raw) {
+        return Ok((result_bytes(id, &raw), "ok"));
+    }
     let raw = match check.result(&raw).await? {
         Verdict::Allow => raw,
         Verdict::Rewrite(new) => new,

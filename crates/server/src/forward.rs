@@ -6,6 +6,7 @@
 //! requests bridged (`bridge`), the outcome counted once (`record`).
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use http::Response;
 use junction_protocol::jsonrpc::{Id, RawParams, RpcError};
@@ -16,7 +17,7 @@ use crate::bridge::{self, Finisher};
 use crate::context::{ClientSide, Cx};
 use crate::envelope;
 use crate::error::GatewayError;
-use crate::guardrail::ResultCheck;
+use crate::guardrail::{ResultCheck, Verdict};
 use crate::identity;
 use crate::record::{Answer, Record, UpstreamSpan};
 use crate::response::Body;
@@ -39,7 +40,7 @@ pub struct Outbound<'a> {
     pub on_result: Option<fn(Box<RawValue>) -> Box<RawValue>>,
     /// The route's guardrail result phase, for an answer that streams
     /// (`tools/call` on a route that checks results).
-    pub check: Option<Box<ResultCheck>>,
+    pub check: Option<Arc<ResultCheck>>,
     /// An upstream `-32601` means this unknown-name error (prompts,
     /// resources: Junction serves the method, so an upstream that does not
     /// has no such prompt or resource).
@@ -175,6 +176,51 @@ pub async fn forward(
         );
     }
     answered
+}
+
+/// The route's guardrail result phase on a whole JSON answer of
+/// [`forward`]: allowed as it is, rewritten, or refused. A streamed answer
+/// was checked by the driver before its result was written
+/// ([`Outbound::check`]); an upstream's JSON-RPC error passes unchecked, and
+/// a created task is checked when its result is read.
+pub async fn check_whole(
+    id: &Id,
+    check: &ResultCheck,
+    response: Response<Body>,
+) -> Result<Response<Body>, GatewayError> {
+    use http_body_util::BodyExt;
+    #[derive(serde::Deserialize)]
+    struct Answered {
+        result: Option<Box<RawValue>>,
+    }
+    let is_json = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == b"application/json");
+    if !is_json {
+        return Ok(response);
+    }
+    let (parts, body) = response.into_parts();
+    // A JSON answer is always whole (`Full`): collecting it cannot wait.
+    let bytes = match body.collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(never) => match never {},
+    };
+    let result = serde_json::from_slice::<Answered>(&bytes)
+        .ok()
+        .and_then(|a| a.result);
+    // A call answered with a task: its result is checked when the client
+    // reads it (`methods::tasks`).
+    let Some(result) = result.filter(|r| !crate::tasks::is_created(r)) else {
+        return Ok(Response::from_parts(parts, crate::response::full(bytes)));
+    };
+    match check.result(&result).await? {
+        Verdict::Allow => Ok(Response::from_parts(parts, crate::response::full(bytes))),
+        Verdict::Rewrite(new) => Ok(crate::response::json(
+            http::StatusCode::OK,
+            junction_protocol::jsonrpc::result_bytes(id, &new),
+        )),
+    }
 }
 
 /// The upstream request continues the trace of `span`: `traceparent` (and

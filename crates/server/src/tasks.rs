@@ -159,6 +159,12 @@ pub fn created(raw: &RawValue) -> Result<Option<Created>, String> {
     Ok(Some(Created { task, id, modern }))
 }
 
+/// Whether a result (either wire's, as the upstream or the client has it)
+/// creates a task instead of answering.
+pub fn is_created(raw: &RawValue) -> bool {
+    matches!(created(raw), Ok(Some(_)))
+}
+
 /// The client's answer to a created task: its id replaced by `sealed`, in
 /// the client's shape.
 pub fn created_for(shape: Shape, mut task: Map<String, Value>, sealed: &str) -> Value {

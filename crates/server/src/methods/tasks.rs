@@ -13,8 +13,14 @@
 //! | legacy `tasks/get` | `tasks/get`, outcome left out | as is |
 //! | legacy `tasks/result` | `tasks/get` polled until terminal | forwarded (server requests bridged) |
 //! | legacy `tasks/cancel` | `tasks/cancel`, then `tasks/get` for the `Task` | as is |
+//!
+//! On a route whose guardrail checks results, a finished task's result goes
+//! through the hook each time a client reads it (`tasks/get` for a modern
+//! client, `tasks/result` for a handshake-era one): the call that created the
+//! task skipped the result phase.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Response, StatusCode};
@@ -27,12 +33,14 @@ use crate::context::{ClientSide, Cx, Target};
 use crate::envelope::TaskRef;
 use crate::error::GatewayError;
 use crate::forward::{self, answer_of, Outbound};
+use crate::guardrail::{self, ResultCheck, Verdict};
 use crate::identity;
 use crate::record::Record;
 use crate::relay;
 use crate::response::{self, Body};
 use crate::state::UpstreamEntry;
 use crate::tasks::{self, Shape};
+use crate::views;
 
 type Answer = Result<Map<String, Value>, RpcError>;
 
@@ -74,6 +82,15 @@ pub async fn get(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>,
             };
             tasks::detailed(task_now, payload)
         }
+    };
+    // A modern client reads a finished task's result here.
+    let out = if out.contains_key("result") {
+        match result_check(cx, task).await {
+            Some(check) => guarded(&check, out).await?,
+            None => out,
+        }
+    } else {
+        out
     };
     reply(id, &Value::Object(out))
 }
@@ -143,6 +160,7 @@ pub async fn result(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Bod
         return answer;
     }
     let (task, _, u) = task_of(cx, &r)?;
+    let check = result_check(cx, task).await;
     if !task.modern {
         let mut params = r.params.clone().unwrap_or_default();
         params.insert("taskId".into(), Cow::Owned(raw(&task.id)?));
@@ -153,12 +171,16 @@ pub async fn result(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Bod
             record: Record::upstream(&cx.state.metrics, &u.id, "tasks/result"),
             relay_notifications: true,
             on_result: None,
-            check: None,
+            check: check.clone(),
             unknown_name: None,
             // Its status notifications carry the client's id.
             tasks: Shape::Legacy,
         };
-        return forward::forward(cx, id, &r.client, u, &task.tool, out).await;
+        let answered = forward::forward(cx, id, &r.client, u, &task.tool, out).await;
+        return match (check, answered) {
+            (Some(check), Ok(response)) => forward::check_whole(id, &check, response).await,
+            (_, answered) => answered,
+        };
     }
     loop {
         let now = match ask(cx, &r.client, u, task, "tasks/get", None).await? {
@@ -168,7 +190,13 @@ pub async fn result(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Bod
         match tasks::status(&now) {
             Some("completed") => {
                 let result = now.get("result").cloned().unwrap_or(Value::Null);
-                return reply(id, &result);
+                let Some(check) = &check else {
+                    return reply(id, &result);
+                };
+                let mut out = Map::new();
+                out.insert("result".into(), result);
+                let mut out = guarded(check, out).await?;
+                return reply(id, &out.remove("result").unwrap_or(Value::Null));
             }
             Some("failed") => {
                 let e = now.get("error").cloned().unwrap_or(Value::Null);
@@ -198,6 +226,48 @@ pub async fn result(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Bod
             .clamp(100, 5_000);
         tokio::time::sleep(Duration::from_millis(every)).await;
     }
+}
+
+/// The route's guardrail result phase for `task`'s tool, when the route
+/// checks results: a task's result reaches its client later, by `tasks/get`
+/// (modern) or `tasks/result` (handshake era), and is checked each time it
+/// does. The hook is told the tool's name upstream while the route still
+/// lists the tool (else its exposed name).
+async fn result_check(cx: &Cx<'_>, task: &TaskRef) -> Option<Arc<ResultCheck>> {
+    let g = cx.route.guardrail.as_ref().filter(|g| g.checks_results())?;
+    let catalog = views::route_catalog(cx).await;
+    let original = catalog
+        .position(&task.tool)
+        .and_then(|i| catalog.tools.get(i))
+        .map_or(task.tool.as_str(), |t| t.original.as_str());
+    let call = guardrail::Call {
+        route: &cx.route.path,
+        principal: cx.identity.as_ref().map(|p| p.subject.as_str()),
+        tool: &task.tool,
+        upstream: &task.upstream,
+        upstream_tool: original,
+        metrics: &cx.state.metrics,
+    };
+    Some(Arc::new(ResultCheck::new(g, &call)))
+}
+
+/// `out`'s `result` member as the guardrail allows it: kept, replaced by the
+/// hook's rewrite, or refused (the error).
+async fn guarded(
+    check: &ResultCheck,
+    mut out: Map<String, Value>,
+) -> Result<Map<String, Value>, GatewayError> {
+    let Some(result) = out.get("result") else {
+        return Ok(out);
+    };
+    let raw = serde_json::value::to_raw_value(result)
+        .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
+    if let Verdict::Rewrite(new) = check.result(&raw).await? {
+        let new: Value = serde_json::from_str(new.get())
+            .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
+        out.insert("result".into(), new);
+    }
+    Ok(out)
 }
 
 fn task_of<'r>(

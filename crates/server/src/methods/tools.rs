@@ -154,6 +154,12 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>
         }
     };
     let checks_results = guarded.as_ref().is_some_and(|(g, _)| g.checks_results());
+    // The result phase, for the driver (a streamed answer) and for a whole
+    // JSON answer below.
+    let check = guarded
+        .as_ref()
+        .filter(|_| checks_results)
+        .map(|(g, call)| Arc::new(guardrail::ResultCheck::new(g, call)));
     let param_headers = if upstream.is_http {
         xmcp::extract(&tool.header_params, arguments.as_ref())
             .map_err(|e| GatewayError::InvalidParams(e.to_string()))?
@@ -199,18 +205,13 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>
         // checks it before writing it there.
         relay_notifications: !checks_results,
         on_result: None,
-        check: guarded
-            .as_ref()
-            .filter(|_| checks_results)
-            .map(|(g, call)| Box::new(guardrail::ResultCheck::new(g, call))),
+        check: check.clone(),
         unknown_name: None,
         tasks: task_shape,
     };
     let answered = forward::forward(cx, id, &client, upstream, &tool.exposed, out).await;
-    let answered = match (&guarded, answered) {
-        (Some((g, call)), Ok(response)) if checks_results => {
-            Box::pin(check_result(id, g, call, response)).await
-        }
+    let answered = match (&check, answered) {
+        (Some(check), Ok(response)) => Box::pin(forward::check_whole(id, check, response)).await,
         (_, answered) => answered,
     };
     if let (Some(call), Err(e)) = (&audit, &answered) {
@@ -261,49 +262,6 @@ fn upstream_is_modern(upstream: &UpstreamEntry) -> bool {
         upstream.client.known_era(),
         Some(junction_upstream::Era::Modern)
     )
-}
-
-/// The guardrail's result phase on a whole JSON answer: allowed as it is,
-/// rewritten, or refused. A streamed answer (server requests bridged to a
-/// handshake-era client) was checked by the driver before its result was
-/// written (`Outbound::check`); an upstream's error passes unchecked.
-async fn check_result(
-    id: &Id,
-    g: &guardrail::Guardrail,
-    call: &guardrail::Call<'_>,
-    response: Response<Body>,
-) -> Result<Response<Body>, GatewayError> {
-    use http_body_util::BodyExt;
-    #[derive(serde::Deserialize)]
-    struct Answered {
-        result: Option<Box<serde_json::value::RawValue>>,
-    }
-    let is_json = response
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes() == b"application/json");
-    if !is_json {
-        return Ok(response);
-    }
-    let (parts, body) = response.into_parts();
-    // A JSON answer is always whole (`Full`): collecting it cannot wait.
-    let bytes = match body.collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(never) => match never {},
-    };
-    let result = serde_json::from_slice::<Answered>(&bytes)
-        .ok()
-        .and_then(|a| a.result);
-    let Some(result) = result else {
-        return Ok(Response::from_parts(parts, crate::response::full(bytes)));
-    };
-    match g.result(call, &result).await? {
-        Verdict::Allow => Ok(Response::from_parts(parts, crate::response::full(bytes))),
-        Verdict::Rewrite(new) => Ok(crate::response::json(
-            http::StatusCode::OK,
-            junction_protocol::jsonrpc::result_bytes(id, &new),
-        )),
-    }
 }
 
 /// `upstream_ok`, `tools_ok`: the upstream's `tools/call` series and its
