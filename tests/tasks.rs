@@ -160,6 +160,15 @@ async fn a_handshake_era_client_runs_a_core_task_through_junction() {
         "{}",
         result.text()
     );
+    // The result names its task (related-task `_meta`) by an id of
+    // Junction's that reaches the same task, never by the SDK's own.
+    let related = result.result()["_meta"]["io.modelcontextprotocol/related-task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no related-task id: {}", result.text()))
+        .to_owned();
+    assert!(related.len() > 60, "a sealed id: {related}");
+    let again = alice.request("tasks/get", json!({"taskId": related})).await;
+    assert_eq!(again.result()["status"], "completed", "{}", again.text());
 
     // Only alice reaches her task; a made-up id is unknown.
     let bob = legacy(&w, "bob").await;

@@ -159,6 +159,9 @@ pub fn created(raw: &RawValue) -> Result<Option<Created>, String> {
     Ok(Some(Created { task, id, modern }))
 }
 
+/// The `_meta` key by which a 2025-11-25 message names its task.
+pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
 /// Whether a result (either wire's, as the upstream or the client has it)
 /// creates a task instead of answering.
 pub fn is_created(raw: &RawValue) -> bool {
@@ -236,7 +239,7 @@ pub fn detailed(
     match payload {
         Some(Ok(Value::Object(mut result))) => {
             if let Some(Value::Object(meta)) = result.get_mut("_meta") {
-                meta.remove("io.modelcontextprotocol/related-task");
+                meta.remove(RELATED_TASK);
                 if meta.is_empty() {
                     result.remove("_meta");
                 }

@@ -2,7 +2,8 @@
 //! added where a handshake-era upstream left it out, an `input_required`
 //! state sealed in Junction's envelope (bound to the caller, the upstream and
 //! the target), a created task's id sealed and its shape made the client's
-//! (`tasks`), and result types the client did not negotiate refused.
+//! (`tasks`), as is the task id a result names in its related-task `_meta`,
+//! and result types the client did not negotiate refused.
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -45,6 +46,11 @@ impl Finisher {
                 return self.task_created(created);
             }
         }
+        let raw = if self.tasks != Shape::None && raw.get().contains(tasks::RELATED_TASK) {
+            self.related_task_sealed(raw)
+        } else {
+            raw
+        };
         let result_type = result_type(&raw).map_err(|e| protocol(e.into()))?;
         match result_type.as_deref() {
             None => {
@@ -73,6 +79,31 @@ impl Finisher {
         let sealed = self.task_id(created.id, created.modern);
         serde_json::value::to_raw_value(&tasks::created_for(self.tasks, created.task, &sealed))
             .map_err(|e| GatewayError::Unsupported(e.to_string()))
+    }
+
+    /// A result that names its task in `_meta` (2025-11-25's related-task,
+    /// as a core task's `tasks/result` answers): the upstream's id replaced
+    /// by one sealed for this caller, or the member dropped when its id is not
+    /// a string. An upstream's own task id never reaches a client.
+    fn related_task_sealed(&self, raw: Box<RawValue>) -> Box<RawValue> {
+        use serde_json::{Map, Value};
+        let Ok(mut result) = serde_json::from_str::<Map<String, Value>>(raw.get()) else {
+            return raw;
+        };
+        let Some(Value::Object(meta)) = result.get_mut("_meta") else {
+            return raw;
+        };
+        match meta.get_mut(tasks::RELATED_TASK) {
+            None => return raw,
+            Some(Value::Object(related)) if related.get("taskId").is_some_and(Value::is_string) => {
+                let id = related["taskId"].to_string();
+                related.insert("taskId".into(), Value::String(self.task_id(id, false)));
+            }
+            Some(_) => {
+                meta.remove(tasks::RELATED_TASK);
+            }
+        }
+        serde_json::value::to_raw_value(&result).unwrap_or(raw)
     }
 
     /// The id this call's client knows the upstream's task `id` (raw JSON) by.
@@ -209,6 +240,36 @@ mod tests {
     fn finish(modern: bool, result: &str) -> Result<String, GatewayError> {
         let raw = RawValue::from_string(result.to_owned()).unwrap();
         finisher(modern).result(raw).map(|r| r.get().to_owned())
+    }
+
+    #[test]
+    fn a_results_related_task_is_named_by_the_callers_id() {
+        let f = Finisher {
+            tasks: Shape::Legacy,
+            ..finisher(false)
+        };
+        let out = |result: &str| -> serde_json::Value {
+            let raw = RawValue::from_string(result.to_owned()).unwrap();
+            serde_json::from_str(f.result(raw).unwrap().get()).unwrap()
+        };
+        let named = out(
+            r#"{"content":[],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up-7","x":1},"k":2}}"#,
+        );
+        let related = &named["_meta"][tasks::RELATED_TASK];
+        let token = related["taskId"].as_str().unwrap();
+        let task = envelope::open_task(&f.sealer, token, "alice").unwrap();
+        assert_eq!(
+            (task.id.as_str(), task.upstream.as_str()),
+            (r#""up-7""#, "up")
+        );
+        assert_eq!(
+            (&related["x"], &named["_meta"]["k"]),
+            (&1.into(), &2.into())
+        );
+        // An id that is not a string is not passed on at all.
+        let odd =
+            out(r#"{"content":[],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":7}}}"#);
+        assert_eq!(odd["_meta"], serde_json::json!({}));
     }
 
     #[test]
