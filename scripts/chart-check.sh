@@ -6,12 +6,16 @@
 #   - structure: hardened pod, probes, selectors that match, HPA/PDB/ServiceMonitor
 #     wiring, shared state key whenever there can be more than one replica; the
 #     chart's own Redis (redis.deploy.enabled) hardened, apart from the gateway's
-#     selectors, and the one rate_limits.redis_url points at
+#     selectors, and the one the Redis URLs point at; with its password (the
+#     default), Redis and the gateway read it from one Secret, and the gateway's
+#     URLs carry it only through $(REDIS_PASSWORD), never in gateway.yaml
 #   - `junction validate` on the gateway.yaml each rendering puts in its ConfigMap,
 #     with the pod's env var names set (secret values are stand-ins)
 #   - the PrometheusRule groups pass `promtool check rules`, and the default rules
 #     fire (and stay quiet) as intended under `promtool test rules`
 #   - values the chart must refuse (schema and render-time checks), and redis.url wired
+#   - the chart's Redis asks for a password by default, has none with auth.enabled=false,
+#     reads auth.existingSecret when given, and its password shows only in its Secret
 #   - a fleet's pods advertise themselves to each other (fleet.advertise_url from the
 #     pod IP) unless they terminate TLS
 #   - the pod's connection threads (TOKIO_WORKER_THREADS): from its CPU request
@@ -80,7 +84,7 @@ trap cleanup EXIT
 
 cat >"$work/check.py" <<'PY'
 """Helpers for chart-check.sh: split renderings, check their structure, compare metric use."""
-import hashlib, json, re, sys
+import base64, hashlib, json, re, sys
 import yaml
 
 CRDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
@@ -142,31 +146,49 @@ def is_redis(o):
     return o.get("metadata", {}).get("labels", {}).get("app.kubernetes.io/component") == "redis"
 
 
-def redis_problems(objs, gateway, env, gw_svc, gw_pod_labels):
+URL_VARS = ("JUNCTION_RATE_LIMITS__REDIS_URL", "JUNCTION_FLEET__REDIS_URL")
+
+
+def secret_ref(env, name):
+    """(Secret, key) an env entry reads, None when there is no such entry, () when it is
+    not from a Secret."""
+    for e in env:
+        if e["name"] == name:
+            ref = e.get("valueFrom", {}).get("secretKeyRef") or {}
+            return (ref.get("name"), ref.get("key")) if ref else ()
+    return None
+
+
+def redis_problems(objs, gateway, env, gw_svc, gw_pod_labels, everything):
     """How the gateway reaches a Redis for shared rate limits and the fleet bus, and
     the chart's own Redis (redis.deploy.enabled): hardened, selected apart from the
-    gateway, fenced."""
+    gateway, fenced, and, when it has a password, the same password on both sides."""
     problems = []
-    rl = ((yaml.safe_load(gateway) or {}) if gateway else {}).get("rate_limits") or {}
-    from_secret = [e for e in env if e["name"] == "JUNCTION_RATE_LIMITS__REDIS_URL"]
-    for e in from_secret:
-        if not e.get("valueFrom", {}).get("secretKeyRef"):
-            problems.append("JUNCTION_RATE_LIMITS__REDIS_URL must come from a Secret")
-    if from_secret and rl.get("redis_url"):
-        problems.append("rate_limits.redis_url is both in gateway.yaml and from a Secret")
-    if (rl.get("backend") == "redis") != bool(rl.get("redis_url") or from_secret):
-        problems.append("rate_limits: backend redis needs a redis_url (in gateway.yaml or from the Secret), and only then")
+    gw = (yaml.safe_load(gateway) or {}) if gateway else {}
+    rl = gw.get("rate_limits") or {}
+    fleet = gw.get("fleet") or {}
+    rl_env = [e for e in env if e["name"] == URL_VARS[0]]
+    fleet_env = [e for e in env if e["name"] == URL_VARS[1]]
+    if rl_env and rl.get("redis_url"):
+        problems.append("rate_limits.redis_url is both in gateway.yaml and in the environment")
+    if (rl.get("backend") == "redis") != bool(rl.get("redis_url") or rl_env):
+        problems.append("rate_limits: backend redis needs a redis_url (in gateway.yaml or the environment), and only then")
     # One Redis for both: the fleet bus gets the rate limits' URL, the same way.
-    fleet = ((yaml.safe_load(gateway) or {}) if gateway else {}).get("fleet") or {}
-    fleet_env = [e for e in env if e["name"] == "JUNCTION_FLEET__REDIS_URL"]
     if fleet.get("redis_url") != rl.get("redis_url"):
         problems.append(f"fleet.redis_url {fleet.get('redis_url')!r} is not rate_limits.redis_url {rl.get('redis_url')!r}")
-    if [e.get("valueFrom") for e in fleet_env] != [e.get("valueFrom") for e in from_secret]:
-        problems.append("JUNCTION_FLEET__REDIS_URL must come from the Secret JUNCTION_RATE_LIMITS__REDIS_URL comes from")
+    if [(e.get("value"), e.get("valueFrom")) for e in fleet_env] != [(e.get("value"), e.get("valueFrom")) for e in rl_env]:
+        problems.append(f"{URL_VARS[1]} must be set as {URL_VARS[0]} is")
+    pw_gw = secret_ref(env, "REDIS_PASSWORD")
+    if not objs:
+        # A Redis of the user's: a URL with a password only ever comes from their Secret.
+        for e in rl_env:
+            if not e.get("valueFrom", {}).get("secretKeyRef"):
+                problems.append(f"{URL_VARS[0]} must come from a Secret (redis.existingSecret)")
+        if pw_gw is not None:
+            problems.append("REDIS_PASSWORD without the chart's Redis")
+        return problems
     deps = [o for o in objs if o["kind"] == "Deployment"]
     svcs = [o for o in objs if o["kind"] == "Service"]
-    if not objs:
-        return problems
     if len(deps) != 1 or len(svcs) != 1:
         return problems + [f"Redis: want one Deployment and one Service, got {len(deps)} and {len(svcs)}"]
     dep, svc = deps[0], svcs[0]
@@ -208,10 +230,118 @@ def redis_problems(objs, gateway, env, gw_svc, gw_pod_labels):
     svc_port = {p["name"]: p for p in svc["spec"]["ports"]}.get("redis", {})
     if svc_port.get("targetPort") not in ("redis", ports.get("redis")):
         problems.append("Redis Service port redis must target the container port redis")
-    url = f"redis://{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc.cluster.local:{svc_port.get('port')}"
-    if rl.get("redis_url") != url:
-        problems.append(f"rate_limits.redis_url {rl.get('redis_url')!r} is not the chart's Redis ({url})")
+    host = f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc.cluster.local:{svc_port.get('port')}"
+    args = [str(a) for a in c.get("args", [])]
+    pw_redis = secret_ref(c.get("env") or [], "REDIS_PASSWORD")
+    chart_secrets = [o for o in objs if o["kind"] == "Secret"]
+    if "--requirepass" in args or pw_redis is not None or pw_gw is not None:
+        # With a password (redis.deploy.auth): Redis and Junction read it from one
+        # Secret, and Junction's URLs carry it only once Kubernetes has expanded them.
+        i = args.index("--requirepass") if "--requirepass" in args else -1
+        if i < 0 or args[i + 1:i + 2] != ["$(REDIS_PASSWORD)"]:
+            problems.append(f"Redis args must hold --requirepass $(REDIS_PASSWORD), got {args}")
+        if "--protected-mode" in args:
+            problems.append("Redis with a password needs no --protected-mode")
+        if not pw_redis:
+            problems.append(f"the Redis container's REDIS_PASSWORD must come from a Secret, got {pw_redis}")
+        if pw_gw != pw_redis:
+            problems.append(f"Junction's REDIS_PASSWORD must come from the Redis pod's Secret {pw_redis}, got {pw_gw}")
+        names = [e["name"] for e in env]
+        want = f"redis://:$(REDIS_PASSWORD)@{host}"
+        for var in URL_VARS:
+            e = next((e for e in env if e["name"] == var), None)
+            if e is None or e.get("value") != want or e.get("valueFrom"):
+                problems.append(f"{var} must be {want!r}, got {e}")
+            elif "REDIS_PASSWORD" not in names or names.index("REDIS_PASSWORD") > names.index(var):
+                problems.append(f"REDIS_PASSWORD must come before {var} (Kubernetes expands only earlier entries)")
+        if rl.get("backend") != "redis" or rl.get("redis_url") or fleet.get("redis_url"):
+            problems.append(f"gateway.yaml must say backend: redis and hold no redis_url, got {rl}, {fleet}")
+        if pw_redis:
+            secret, key = pw_redis
+            same = [o for o in everything if o["kind"] == "Secret" and o["metadata"]["name"] == secret]
+            if secret == svc["metadata"]["name"]:
+                # The chart makes it.
+                pw = (same[0].get("data") or {}).get(key) if len(same) == 1 else None
+                if len(same) != 1 or key != "redis-password" or not pw:
+                    problems.append(f"want one Secret {secret} with a redis-password, got {len(same)} (key {key})")
+                elif any(pw in json.dumps(o) or base64.b64decode(pw).decode() in json.dumps(o)
+                         for o in everything if o is not same[0]):
+                    problems.append(f"the password of Secret {secret} shows outside it")
+            elif same or chart_secrets:
+                problems.append(f"with auth.existingSecret {secret} the chart makes no Secret, got {[o['metadata']['name'] for o in same + chart_secrets]}")
+    else:
+        # No password (auth.enabled false): the plain URL, in gateway.yaml.
+        if rl.get("redis_url") != f"redis://{host}":
+            problems.append(f"rate_limits.redis_url {rl.get('redis_url')!r} is not the chart's Redis (redis://{host})")
+        if chart_secrets:
+            problems.append("a Redis without a password needs no Secret")
     return problems
+
+
+def redis_auth(rendered, want, secret=None, key=None):
+    """The chart's Redis in one rendering, as `want` says: "chart" (a password from the
+    Secret the chart makes, secret/key: 32 letters and digits), "existing" (from the
+    user's Secret secret/key; the chart makes none) or "off" (no password, no Secret)."""
+    objs = docs(rendered)
+    deps = [o for o in objs if o["kind"] == "Deployment"]
+    redis = [o for o in deps if is_redis(o)]
+    gw = [o for o in deps if not is_redis(o)]
+    if len(redis) != 1 or len(gw) != 1:
+        print(f"want the chart's Redis and Junction, got Deployments {[o['metadata']['name'] for o in deps]}")
+        return 1
+    rc = redis[0]["spec"]["template"]["spec"]["containers"][0]
+    gc = gw[0]["spec"]["template"]["spec"]["containers"][0]
+    args = [str(a) for a in rc.get("args", [])]
+    secrets = [o for o in objs if o["kind"] == "Secret"]
+    problems = []
+    if want == "off":
+        if "--requirepass" in args:
+            problems.append(f"Redis still asks for a password: {args}")
+        for who, c in (("Redis", rc), ("Junction", gc)):
+            if any("REDIS_PASSWORD" in json.dumps(e) for e in c.get("env") or []):
+                problems.append(f"{who} still gets REDIS_PASSWORD: {c.get('env')}")
+        if secrets:
+            problems.append(f"renders Secret(s) {[o['metadata']['name'] for o in secrets]}")
+    else:
+        i = args.index("--requirepass") if "--requirepass" in args else -1
+        if i < 0 or args[i + 1:i + 2] != ["$(REDIS_PASSWORD)"]:
+            problems.append(f"Redis runs without --requirepass $(REDIS_PASSWORD): {args}")
+        for who, c in (("Redis", rc), ("Junction", gc)):
+            got = secret_ref(c.get("env") or [], "REDIS_PASSWORD")
+            if got != (secret, key):
+                problems.append(f"{who}'s REDIS_PASSWORD comes from {got}, not Secret {secret} key {key}")
+        made = [o for o in secrets if o["metadata"]["name"] == secret]
+        if want == "chart":
+            pw = (made[0].get("data") or {}).get(key, "") if len(made) == 1 else ""
+            if len(made) != 1 or not re.fullmatch(r"[A-Za-z0-9]{32}", base64.b64decode(pw).decode()):
+                problems.append(f"want one Secret {secret} with 32 letters and digits in {key}, got {made}")
+        elif made or any(is_redis(o) for o in secrets):
+            problems.append(f"the chart makes a Secret beside {secret}: {[o['metadata']['name'] for o in secrets]}")
+    print("\n".join(problems))
+    return 1 if problems else 0
+
+
+def password_hidden(rendered, secret, key):
+    """The password in Secret secret/key shows nowhere else: not in the ConfigMap
+    (gateway.yaml), not in a pod spec, encoded or not."""
+    objs = docs(rendered)
+    made = [o for o in objs if o["kind"] == "Secret" and o["metadata"]["name"] == secret]
+    encoded = (made[0].get("data") or {}).get(key, "") if len(made) == 1 else ""
+    if not encoded:
+        print(f"no Secret {secret} with a {key}")
+        return 1
+    plain = base64.b64decode(encoded).decode()
+    problems = []
+    for o in objs:
+        if o is made[0]:
+            continue
+        text = json.dumps(o)
+        if plain in text or encoded in text:
+            problems.append(f"the password is in {o['kind']} {o['metadata']['name']}")
+    if not any(o["kind"] == "ConfigMap" and "gateway.yaml" in o.get("data", {}) for o in objs):
+        problems.append("no ConfigMap with gateway.yaml to look in")
+    print("\n".join(problems))
+    return 1 if problems else 0
 
 
 def split(rendered, out):
@@ -334,7 +464,7 @@ def split(rendered, out):
         for ep in sm["spec"].get("endpoints", []):
             if ep.get("port") not in svc_ports or ep.get("path") != "/metrics":
                 problems.append(f"ServiceMonitor endpoint {ep} does not scrape a Service port at /metrics")
-    problems += redis_problems(redis, gateway, env, svc, pod_labels)
+    problems += redis_problems(redis, gateway, env, svc, pod_labels, objs)
     groups = []
     for pr in by_kind.get("PrometheusRule", []):
         for g in pr["spec"].get("groups", []):
@@ -522,6 +652,10 @@ if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "split":
         sys.exit(split(sys.argv[2], sys.argv[3]))
+    if cmd == "redis-auth":
+        sys.exit(redis_auth(*sys.argv[2:]))
+    if cmd == "password-hidden":
+        sys.exit(password_hidden(*sys.argv[2:]))
     if cmd == "metrics":
         rules = [a for a in sys.argv[4:] if a.endswith(".yaml")]
         dashes = [a for a in sys.argv[4:] if a.endswith(".json")]
@@ -565,8 +699,12 @@ for s in "${sets[@]}"; do
     while read -r n; do
       case "$n" in
         "") ;;
-        # A Redis URL from a Secret (redis.existingSecret) must look like one.
-        JUNCTION_RATE_LIMITS__REDIS_URL | JUNCTION_FLEET__REDIS_URL) envs+=("$n=redis://chart-check-stand-in:6379") ;;
+        # A Redis URL from a Secret (redis.existingSecret), or the chart's Redis URL
+        # with its password spliced in by Kubernetes, must look like one.
+        JUNCTION_RATE_LIMITS__REDIS_URL | JUNCTION_FLEET__REDIS_URL) envs+=("$n=redis://:chartcheckstandin@chart-check-stand-in:6379") ;;
+        # The chart's Redis password (redis.deploy.auth): not config (no JUNCTION_ prefix),
+        # alphanumeric like the one the chart generates.
+        REDIS_PASSWORD) envs+=("$n=chartcheckstandin") ;;
         # http://$(POD_IP):<port>, as Kubernetes expands it.
         JUNCTION_FLEET__ADVERTISE_URL) envs+=("$n=http://10.0.0.7:8080") ;;
         POD_IP) envs+=("$n=10.0.0.7") ;;
@@ -626,6 +764,30 @@ check "redis.url becomes rate_limits.redis_url (backend redis) and fleet.redis_u
   grep -qzE "rate_limits:\s+backend: redis\s+redis_url: redis://redis.platform.svc:6379" <<<"$1" &&
   grep -qzE "fleet:\s+redis_url: redis://redis.platform.svc:6379" <<<"$1"' _ "$wired"
 
+# The chart's own Redis asks for a password unless told not to, and only the Secret holds it.
+# redis_auth OUT ARGS...: renders the chart's Redis with ARGS into OUT.
+redis_auth() {
+  local out="$1"
+  shift
+  "$helm" template "$release" "$chart" --namespace "$namespace" --set redis.deploy.enabled=true "$@" >"$out" 2>&1
+}
+redis_auth "$work/redis-auth-default.yaml"
+check "the chart's Redis asks for a password by default (--requirepass; both pods read Secret junction-redis, key redis-password)" \
+  "$py" "$work/check.py" redis-auth "$work/redis-auth-default.yaml" chart junction-redis redis-password
+check "the chart's Redis password is only in its Secret (not in the ConfigMap or a pod spec)" \
+  "$py" "$work/check.py" password-hidden "$work/redis-auth-default.yaml" junction-redis redis-password
+redis_auth "$work/redis-auth-off.yaml" --set redis.deploy.auth.enabled=false
+check "redis.deploy.auth.enabled=false renders no password and no Secret" \
+  "$py" "$work/check.py" redis-auth "$work/redis-auth-off.yaml" off
+redis_auth "$work/redis-auth-existing.yaml" --set redis.deploy.auth.existingSecret=my-secret \
+  --set redis.deploy.auth.existingSecretKey=pw
+check "redis.deploy.auth.existingSecret=my-secret: no Secret of the chart's; both pods read my-secret (key pw)" \
+  "$py" "$work/check.py" redis-auth "$work/redis-auth-existing.yaml" existing my-secret pw
+# (Default auth is ci/fleet-values.yaml, auth off ci/redis-noauth-values.yaml.)
+mkdir -p "$work/redis-auth-existing"
+check "structure of the rendering (redis.deploy.auth.existingSecret)" \
+  "$py" "$work/check.py" split "$work/redis-auth-existing.yaml" "$work/redis-auth-existing"
+
 fleet_pods="$("$helm" template "$release" "$chart" --namespace "$namespace" -f "$chart/ci/fleet-values.yaml" 2>&1)"
 check "a fleet's pods advertise http://\$(POD_IP):<port> and may reach each other" bash -c '
   grep -qzE "name: POD_IP\s+valueFrom:\s+fieldRef:\s+fieldPath: status.podIP" <<<"$1" &&
@@ -655,11 +817,17 @@ notes() {
   "$helm" install --dry-run=client "$release" "$chart" --namespace "$namespace" "$@" 2>&1 |
     sed -n '/^NOTES:/,$p'
 }
-fleet_notes="$(notes -f "$chart/ci/fleet-values.yaml")"
-check "NOTES of a fleet name its state key, its Redis and what binds to one pod" bash -c '
+fleet_install="$("$helm" install --dry-run=client "$release" "$chart" --namespace "$namespace" \
+  -f "$chart/ci/fleet-values.yaml" 2>&1)"
+fleet_notes="$(sed -n '/^NOTES:/,$p' <<<"$fleet_install")"
+# The password the chart generated in this very install, which NOTES must not show.
+fleet_password="$(sed -n 's/^  redis-password: "\(.*\)"$/\1/p' <<<"$fleet_install" | base64 -d)"
+check "NOTES of a fleet name its state key, its Redis (where its password is, not the password) and what binds to one pod" bash -c '
   grep -q "Secret junction-state" <<<"$1" &&
   grep -q "One Redis: redis://junction-redis.junction-ci.svc.cluster.local:6379" <<<"$1" &&
-  grep -q "Still bound to the pod" <<<"$1" && grep -q "sessionAffinity is ClientIP" <<<"$1"' _ "$fleet_notes"
+  grep -q "its password from Secret junction-redis (key redis-password)" <<<"$1" &&
+  [ -n "$2" ] && ! grep -qF -- "$2" <<<"$1" &&
+  grep -q "Still bound to the pod" <<<"$1" && grep -q "sessionAffinity is ClientIP" <<<"$1"' _ "$fleet_notes" "$fleet_password"
 local_notes="$(notes --set replicaCount=2 --set stateKey.existingSecret=junction-state \
   --set 'config.rate_limits.rules[0].name=r' --set 'config.rate_limits.rules[0].rate=1' \
   --set 'config.rate_limits.rules[0].per=1s')"

@@ -772,9 +772,12 @@ async fn log_access_false_writes_no_access_lines() {
     assert!(access_lines(&w.gw, 0).await.is_empty(), "{}", w.gw.stderr());
 }
 
+/// The Redis has a password, as the Helm chart's own has by default: the
+/// URL carries it, and it never reaches the logs.
 #[tokio::test]
 async fn two_gateways_sharing_redis_enforce_one_combined_limit() {
-    let redis = junction_testkit::redis::RedisServer::start();
+    let password = "chart-made-0123456789abcdefABCDEF";
+    let redis = junction_testkit::redis::RedisServer::with_password(password);
     let rules = format!(
         "rate_limits:\n  backend: redis\n  redis_url: {}\n  failure_mode: closed\n  rules:\n    - {{name: shared, key: [principal], rate: 5, per: 1m, burst: 5}}\n",
         redis.url()
@@ -792,6 +795,9 @@ async fn two_gateways_sharing_redis_enforce_one_combined_limit() {
         }
     }
     assert_eq!(passed, 5, "one combined budget across both replicas");
+    for gw in [&a.gw, &b.gw] {
+        assert!(!gw.stderr().contains(password), "{}", gw.stderr());
+    }
     drop(redis);
     let closed = ca.call_tool("up__echo", json!({})).await;
     assert_eq!(

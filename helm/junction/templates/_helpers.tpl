@@ -73,10 +73,43 @@ app.kubernetes.io/part-of: junction
 {{- if or .Values.redis.deploy.enabled .Values.redis.url .Values.redis.existingSecret -}}true{{- end -}}
 {{- end -}}
 
-{{/* The Redis URL written into gateway.yaml; empty when it comes from a Secret (or there is no Redis). */}}
+{{/* host:port of the chart's own Redis Service. */}}
+{{- define "junction.redis.address" -}}
+{{- printf "%s.%s.svc.cluster.local:%v" (include "junction.redis.fullname" .) .Release.Namespace .Values.redis.deploy.port -}}
+{{- end -}}
+
+{{/*
+Name of the Secret holding the chart's Redis password (redis.deploy.auth):
+the existing one, or the one the chart makes; empty when that Redis has no
+password (or is not deployed).
+*/}}
+{{- define "junction.redis.authSecret" -}}
+{{- $d := .Values.redis.deploy -}}
+{{- if and $d.enabled $d.auth.enabled -}}
+{{- $d.auth.existingSecret | default (include "junction.redis.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Its key: the chart's own Secret always uses redis-password. */}}
+{{- define "junction.redis.authSecretKey" -}}
+{{- if .Values.redis.deploy.auth.existingSecret -}}
+{{- .Values.redis.deploy.auth.existingSecretKey -}}
+{{- else -}}
+redis-password
+{{- end -}}
+{{- end -}}
+
+{{/*
+The Redis URL written into gateway.yaml; empty when the pods get it from the
+environment instead (redis.existingSecret, or the chart's Redis with a
+password: the URL holds it, and the ConfigMap is no place for it), or there
+is no Redis.
+*/}}
 {{- define "junction.redis.url" -}}
 {{- if .Values.redis.deploy.enabled -}}
-{{- printf "redis://%s.%s.svc.cluster.local:%v" (include "junction.redis.fullname" .) .Release.Namespace .Values.redis.deploy.port -}}
+{{- if not (include "junction.redis.authSecret" .) -}}
+{{- printf "redis://%s" (include "junction.redis.address" .) -}}
+{{- end -}}
 {{- else -}}
 {{- .Values.redis.url -}}
 {{- end -}}
@@ -118,8 +151,9 @@ app.kubernetes.io/part-of: junction
 {{/*
 gateway.yaml as a dict: the user's config with the keys the chart owns set
 (listen address, public_url default, TLS files, request-state key env var,
-and, when redis.* names a Redis, the rate-limit backend and the Redis URL of
-both the rate limits and the fleet bus).
+and, when redis.* names a Redis, the rate-limit backend and, unless the pods
+get it from the environment, the Redis URL of both the rate limits and the
+fleet bus).
 Sections set to null are left out.
 */}}
 {{- define "junction.gatewayConfig" -}}
@@ -240,6 +274,21 @@ Sections set to null are left out.
     secretKeyRef:
       name: {{ $.Values.redis.existingSecret }}
       key: {{ $.Values.redis.existingSecretKey }}
+{{- end }}
+{{- end }}
+{{- with include "junction.redis.authSecret" . }}
+{{- /*
+The chart's Redis password, then the URLs with it: Kubernetes expands
+$(REDIS_PASSWORD) from the entries above it. Not JUNCTION_*: those are config keys.
+*/}}
+- name: REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ include "junction.redis.authSecretKey" $ }}
+{{- range (list "JUNCTION_RATE_LIMITS__REDIS_URL" "JUNCTION_FLEET__REDIS_URL") }}
+- name: {{ . }}
+  value: {{ printf "redis://:$(REDIS_PASSWORD)@%s" (include "junction.redis.address" $) | quote }}
 {{- end }}
 {{- end }}
 {{- range .Values.secretEnv }}
