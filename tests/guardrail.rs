@@ -9,11 +9,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use junction_testkit::peers::{
-    interop, python, python_server, repo, sdk_example_server, spawn_peer,
+    interop, python, python_server, repo, sdk_example_server, spawn_peer, Peer,
 };
 use junction_testkit::{
     spawn_gateway, Behavior, MockSpec, MockTool, MockUpstream, TestClient, TestResponse,
@@ -40,15 +40,40 @@ fn log(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_guardrail_allows_denies_rewrites_and_fails_as_configured() {
+/// The test hook (`tests/guardrail/hook.py`) and the file it logs what it
+/// is asked into (removed with it).
+struct Hook {
+    peer: Peer,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+async fn hook() -> Hook {
     let dir = tempfile::tempdir().unwrap();
-    let hook_log = dir.path().join("hook.jsonl");
+    let log = dir.path().join("hook.jsonl");
     let mut cmd = Command::new(python("py-oauth"));
     cmd.arg(repo().join("tests/guardrail/hook.py"))
         .arg("--log")
-        .arg(&hook_log);
-    let hook = spawn_peer(cmd, "guardrail hook").await;
+        .arg(&log);
+    Hook {
+        peer: spawn_peer(cmd, "guardrail hook").await,
+        log,
+        _dir: dir,
+    }
+}
+
+/// What the hook was asked in the result phase, in order.
+fn result_phases(hook_log: &Path) -> Vec<Value> {
+    log(hook_log)
+        .into_iter()
+        .map(|l| l["body"].clone())
+        .filter(|b| b["phase"] == "result")
+        .collect()
+}
+
+#[tokio::test]
+async fn a_guardrail_allows_denies_rewrites_and_fails_as_configured() {
+    let hook = hook().await;
     let sdk = python_server("py-mcp2", "server_modern.py", &["--stateless", "--json"]).await;
     let yaml = format!(
         r#"
@@ -61,7 +86,7 @@ routes:
     guardrail: {{url: "{hook}", timeout: 1s, on_error: allow}}
 "#,
         sdk = sdk.url,
-        hook = hook.url,
+        hook = hook.peer.url,
     );
     let gw = spawn_gateway(bin(), &yaml).await;
     let strict = TestClient::modern(&gw.url("/strict"))
@@ -81,7 +106,7 @@ routes:
         .call_tool("py__py_echo", json!({"text": "hello"}))
         .await;
     assert_eq!(text(&ok), "hello", "{}", gw.stderr());
-    let seen = log(&hook_log);
+    let seen = log(&hook.log);
     assert_eq!(seen.len(), 2, "{seen:#?}");
     let req = &seen[0]["body"];
     assert_eq!(req["phase"], "request");
@@ -149,13 +174,7 @@ routes:
 #[tokio::test]
 async fn a_streamed_result_is_checked_before_it_is_written() {
     const WAIT: Duration = Duration::from_secs(10);
-    let dir = tempfile::tempdir().unwrap();
-    let hook_log = dir.path().join("hook.jsonl");
-    let mut cmd = Command::new(python("py-oauth"));
-    cmd.arg(repo().join("tests/guardrail/hook.py"))
-        .arg("--log")
-        .arg(&hook_log);
-    let hook = spawn_peer(cmd, "guardrail hook").await;
+    let hook = hook().await;
     // A modern upstream whose `ask` answers `input_required`, then echoes
     // the client's answers in its result.
     let tool = MockTool::new("ask", json!({"type": "object"}), Behavior::InputRequired);
@@ -169,7 +188,7 @@ routes:
     guardrail: {{url: "{hook}", timeout: 2s, on_error: deny, results: true}}
 "#,
         up = up.url,
-        hook = hook.url,
+        hook = hook.peer.url,
     );
     let gw = spawn_gateway(bin(), &yaml).await;
     let c = TestClient::legacy(&gw.url("/strict"), "2025-11-25")
@@ -221,11 +240,7 @@ routes:
     );
 
     // The hook was asked about each final result, as the client would get it.
-    let results: Vec<Value> = log(&hook_log)
-        .into_iter()
-        .map(|l| l["body"].clone())
-        .filter(|b| b["phase"] == "result")
-        .collect();
+    let results = result_phases(&hook.log);
     assert_eq!(results.len(), 3, "{results:#?}");
     assert!(results
         .iter()
@@ -260,13 +275,7 @@ async fn settled(c: &TestClient, task_id: &str) -> Value {
 #[tokio::test]
 async fn a_tasks_result_is_checked_when_its_client_reads_it() {
     const EXT: &str = "io.modelcontextprotocol/tasks";
-    let dir = tempfile::tempdir().unwrap();
-    let hook_log = dir.path().join("hook.jsonl");
-    let mut cmd = Command::new(python("py-oauth"));
-    cmd.arg(repo().join("tests/guardrail/hook.py"))
-        .arg("--log")
-        .arg(&hook_log);
-    let hook = spawn_peer(cmd, "guardrail hook").await;
+    let hook = hook().await;
     let sdk = sdk_example_server("simpleStreamableHttp.js").await;
     let mut cmd = Command::new(python("py-mcp2"));
     cmd.arg(interop().join("conformance/fixture.py")).arg("0");
@@ -281,7 +290,7 @@ routes:
 "#,
         sdk = sdk.url,
         fixture = fixture.url,
-        hook = hook.url,
+        hook = hook.peer.url,
     );
     let gw = spawn_gateway(bin(), &yaml).await;
     let filtered = json!([{"type": "text", "text": "[filtered]"}]);
@@ -334,11 +343,7 @@ routes:
     }
 
     // The hook saw results only, named as upstream knows them; never a task.
-    let results: Vec<Value> = log(&hook_log)
-        .into_iter()
-        .map(|l| l["body"].clone())
-        .filter(|b| b["phase"] == "result")
-        .collect();
+    let results = result_phases(&hook.log);
     assert!(results.len() >= 4, "{results:#?}");
     for b in &results {
         assert!(
