@@ -82,7 +82,7 @@ pub struct Driver {
     /// Applied to a finished result (cache hints of resources/read).
     pub(crate) on_result: Option<fn(Box<RawValue>) -> Box<RawValue>>,
     /// The route's guardrail, for a result written to a stream (a whole
-    /// JSON answer is checked by `tools::call` once the driver is done).
+    /// JSON answer is checked once the driver is done: `forward::check_whole`).
     pub(crate) check: Option<Arc<ResultCheck>>,
     /// An upstream `-32601` means this unknown-name error (prompts, resources).
     pub(crate) unknown_name: Option<String>,

@@ -39,7 +39,8 @@ pub struct Outbound<'a> {
     /// Applied to a finished result (cache hints of `resources/read`).
     pub on_result: Option<fn(Box<RawValue>) -> Box<RawValue>>,
     /// The route's guardrail result phase, for an answer that streams
-    /// (`tools/call` on a route that checks results).
+    /// (`tools/call` and `tasks/result` on a route that checks results; a
+    /// whole answer is checked with [`check_whole`]).
     pub check: Option<Arc<ResultCheck>>,
     /// An upstream `-32601` means this unknown-name error (prompts,
     /// resources: Junction serves the method, so an upstream that does not

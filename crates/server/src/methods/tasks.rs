@@ -84,14 +84,14 @@ pub async fn get(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>,
         }
     };
     // A modern client reads a finished task's result here.
-    let out = if out.contains_key("result") {
-        match result_check(cx, task).await {
-            Some(check) => guarded(&check, out).await?,
-            None => out,
-        }
-    } else {
-        out
-    };
+    let mut out = out;
+    if let Some(result) = out.remove("result") {
+        let result = match result_check(cx, task).await {
+            Some(check) => guarded(&check, result).await?,
+            None => result,
+        };
+        out.insert("result".into(), result);
+    }
     reply(id, &Value::Object(out))
 }
 
@@ -190,13 +190,11 @@ pub async fn result(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Bod
         match tasks::status(&now) {
             Some("completed") => {
                 let result = now.get("result").cloned().unwrap_or(Value::Null);
-                let Some(check) = &check else {
-                    return reply(id, &result);
+                let result = match &check {
+                    Some(check) => guarded(check, result).await?,
+                    None => result,
                 };
-                let mut out = Map::new();
-                out.insert("result".into(), result);
-                let mut out = guarded(check, out).await?;
-                return reply(id, &out.remove("result").unwrap_or(Value::Null));
+                return reply(id, &result);
             }
             Some("failed") => {
                 let e = now.get("error").cloned().unwrap_or(Value::Null);
@@ -251,23 +249,17 @@ async fn result_check(cx: &Cx<'_>, task: &TaskRef) -> Option<Arc<ResultCheck>> {
     Some(Arc::new(ResultCheck::new(g, &call)))
 }
 
-/// `out`'s `result` member as the guardrail allows it: kept, replaced by the
-/// hook's rewrite, or refused (the error).
-async fn guarded(
-    check: &ResultCheck,
-    mut out: Map<String, Value>,
-) -> Result<Map<String, Value>, GatewayError> {
-    let Some(result) = out.get("result") else {
-        return Ok(out);
-    };
-    let raw = serde_json::value::to_raw_value(result)
+/// A task's `result` as the guardrail allows it: kept, the hook's rewrite,
+/// or refused (the error).
+async fn guarded(check: &ResultCheck, result: Value) -> Result<Value, GatewayError> {
+    let raw = serde_json::value::to_raw_value(&result)
         .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
-    if let Verdict::Rewrite(new) = check.result(&raw).await? {
-        let new: Value = serde_json::from_str(new.get())
-            .map_err(|e| GatewayError::Unsupported(e.to_string()))?;
-        out.insert("result".into(), new);
+    match check.result(&raw).await? {
+        Verdict::Allow => Ok(result),
+        Verdict::Rewrite(new) => {
+            serde_json::from_str(new.get()).map_err(|e| GatewayError::Unsupported(e.to_string()))
+        }
     }
-    Ok(out)
 }
 
 fn task_of<'r>(
