@@ -3,7 +3,9 @@
 //! connection to one of them in turn, and the connection lives there until it
 //! closes: its socket, its request futures, its timers and the upstream
 //! connections it opens all stay on one thread (a thread reuses only the
-//! upstream connections it opened).
+//! upstream connections it opened). Each keeps a timer armed a second ahead
+//! ([`anchored`]), so registering a call's deadline never wakes its own
+//! driver through the eventfd.
 //!
 //! On tokio's multi-thread runtime a connection's task moved between workers
 //! with whichever one its socket's wake reached, and its state (request
