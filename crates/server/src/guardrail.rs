@@ -225,10 +225,10 @@ pub struct Call<'a> {
     pub metrics: &'a junction_telemetry::Metrics,
 }
 
-/// The result phase of a call whose answer is streamed (server requests
-/// bridged to a handshake-era client): what [`Call`] borrows, owned, since
-/// the stream outlives the request that started it. Built only for routes
-/// that check results.
+/// A call's result phase with what [`Call`] borrows owned: a streamed
+/// answer's result is checked after the request that started it has
+/// returned, and a task's result when a later request reads it. Built only
+/// for routes that check results.
 pub struct ResultCheck {
     guardrail: Guardrail,
     route: String,
