@@ -32,7 +32,8 @@ struct World {
 }
 
 /// An upstream `up` behind two routes (`/mcp`, `/ops`), JWT auth where
-/// `tools.read` grants all but `up__admin`, and `audit` (YAML mapping
+/// `tools.read` grants all but `up__admin` (and the mock's prompts and
+/// resources), and `audit` (YAML mapping
 /// members, `{file}` replaced by the audit file's path) plus `extra`.
 async fn world(audit: &str, extra: &str) -> World {
     let up = MockUpstream::start(MockSpec::modern(
@@ -63,7 +64,7 @@ routes:
 auth:
   jwt: {{issuer: "{ISSUER}", jwks_file: "{jwks}"}}
   rules:
-    - {{scopes: [tools.read], tools: ["up__echo", "up__progress"]}}
+    - {{scopes: [tools.read], tools: ["up__echo", "up__progress"], prompts: ["up__*"], resources: ["mock://*"]}}
     - {{scopes: [tools.admin], tools: ["up__*"]}}
 audit: {{{audit}}}
 {extra}
@@ -404,5 +405,113 @@ async fn sighup_reopens_the_file_after_rotation_and_an_unwritable_file_fails_the
     assert!(
         stderr.contains("opening the audit file /nonexistent-junction-dir/audit.jsonl"),
         "{stderr}"
+    );
+}
+
+/// Every audit line of the file (any `event`), once at least `n` are there.
+async fn all_lines(path: &Path, n: usize) -> Vec<Value> {
+    let read = || -> Vec<Value> {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .collect()
+    };
+    for _ in 0..150 {
+        if read().len() >= n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    read()
+}
+
+/// A prompt fetched and a resource read are audited like a tool call, each
+/// named as its method names it; the route's switches decide what the line
+/// carries (the `tools` entries name tools only).
+#[tokio::test]
+async fn prompts_and_resources_read_are_audited_with_their_names() {
+    let w = world(
+        "enabled: true, file: '{file}', tools: {'*': {include_arguments: false}}, \
+         routes: {/ops: {include_arguments: true, include_results: true}}",
+        "",
+    )
+    .await;
+    let alice = signed_in(&w.gw, "/ops", "alice", "tools.read");
+    let prompt = alice
+        .request(
+            "prompts/get",
+            json!({"name": "up__greet", "arguments": {"name": "Ada", "password": "p"}}),
+        )
+        .await;
+    assert_eq!(prompt.status, 200, "{}", prompt.text());
+    let read = alice
+        .request("resources/read", json!({"uri": "mock://up/readme"}))
+        .await;
+    assert_eq!(read.status, 200, "{}", read.text());
+
+    let lines = all_lines(&w.audit, 2).await;
+    assert_eq!(lines.len(), 2, "{lines:?}\n{}", w.gw.stderr());
+    let (p, r) = (&lines[0], &lines[1]);
+    for (field, want) in [
+        ("event", json!("prompts/get")),
+        ("route", json!("/ops")),
+        ("principal", json!("alice")),
+        ("prompt", json!("up__greet")),
+        ("upstream", json!("up")),
+        ("upstream_prompt", json!("greet")),
+        ("outcome", json!("ok")),
+        (
+            "arguments",
+            json!({"name": "Ada", "password": "[redacted]"}),
+        ),
+    ] {
+        assert_eq!(p[field], want, "{field} in {p}");
+    }
+    // The result as the client got it, redacted the same way (the mock
+    // echoes the arguments back in its `_meta`).
+    assert_eq!(p["result"]["messages"], prompt.result()["messages"], "{p}");
+    assert_eq!(
+        p["result"]["_meta"]["mock/arguments"]["password"], "[redacted]",
+        "{p}"
+    );
+    assert!(p.get("tool").is_none(), "{p}");
+    for (field, want) in [
+        ("event", json!("resources/read")),
+        ("uri", json!("mock://up/readme")),
+        ("upstream", json!("up")),
+        ("upstream_uri", json!("mock://up/readme")),
+        ("outcome", json!("ok")),
+    ] {
+        assert_eq!(r[field], want, "{field} in {r}");
+    }
+    assert!(r.get("arguments").is_none(), "{r}");
+    assert_eq!(r["result"]["contents"], read.result()["contents"], "{r}");
+
+    // Refused by authorization (this scope grants tools only): audited with its code.
+    let bob = signed_in(&w.gw, "/ops", "bob", "tools.admin");
+    let refused = bob
+        .request(
+            "prompts/get",
+            json!({"name": "up__greet", "arguments": {"name": "B"}}),
+        )
+        .await;
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    let lines = all_lines(&w.audit, 3).await;
+    let line = lines.get(2).unwrap_or_else(|| panic!("{lines:?}"));
+    assert_eq!(
+        (
+            &line["event"],
+            &line["principal"],
+            &line["prompt"],
+            &line["error_code"]
+        ),
+        (
+            &json!("prompts/get"),
+            &json!("bob"),
+            &json!("up__greet"),
+            &json!(-31005)
+        ),
+        "{line}"
     );
 }

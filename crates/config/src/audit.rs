@@ -1,8 +1,10 @@
-//! `audit`: the audit log of tool calls (one JSON line per `tools/call`),
-//! off unless `enabled`. Whether a call's line carries its arguments and its
-//! result is decided per call ([`AuditConfig::includes`]): the most specific
-//! `tools` entry matching the exposed name that sets the switch, else the
-//! route's entry, else the section's default (both off). `redact` names
+//! `audit`: the audit log of tool calls, prompts and resources read (one
+//! JSON line per `tools/call`, `prompts/get`, `resources/read`), off unless
+//! `enabled`. Whether a call's line carries its arguments and its result is
+//! decided per call ([`AuditConfig::includes`]): the most specific `tools`
+//! entry matching the exposed name that sets the switch, else the route's
+//! entry, else the section's default (both off); for prompts and resources
+//! the route's entry, else the default ([`AuditConfig::route_includes`]). `redact` names
 //! object keys whose values are never written. Validated here, written by
 //! the telemetry crate (`junction_telemetry::audit`); `enabled` and `file`
 //! are read at start (the file is opened then), the rest follows reloads.
@@ -98,9 +100,24 @@ pub struct AuditIncludes {
 impl AuditConfig {
     /// What the line of a call of `tool` (exposed name) on `route` carries.
     pub fn includes(&self, route: &str, tool: &str) -> AuditIncludes {
+        self.includes_of(route, Some(tool))
+    }
+
+    /// What the line of a `prompts/get` or `resources/read` on `route`
+    /// carries: the route's entry, else the section's default (the `tools`
+    /// entries name tools only).
+    pub fn route_includes(&self, route: &str) -> AuditIncludes {
+        self.includes_of(route, None)
+    }
+
+    fn includes_of(&self, route: &str, tool: Option<&str>) -> AuditIncludes {
         let mut arguments = None;
         let mut results = None;
-        for t in self.tools.iter().filter(|t| t.matcher.is_match(tool)) {
+        let matching = self
+            .tools
+            .iter()
+            .filter(|t| tool.is_some_and(|tool| t.matcher.is_match(tool)));
+        for t in matching {
             arguments = arguments.or(t.switches.include_arguments);
             results = results.or(t.switches.include_results);
         }

@@ -1,7 +1,8 @@
-//! The audit log's hooks into a `tools/call` (ARCHITECTURE.md, "Audit log";
-//! the line and its writer are `junction_telemetry::audit`). What a line
-//! needs is gathered when the call is about to be forwarded ([`start`]:
-//! route, caller, tool, the redacted arguments when switched on), and the
+//! The audit log's hooks into a `tools/call`, `prompts/get` or
+//! `resources/read` (ARCHITECTURE.md, "Audit log"; the line and its writer
+//! are `junction_telemetry::audit`). What a line needs is gathered when the
+//! call is about to be forwarded ([`start`], [`start_named`]: route, caller,
+//! what it named, the redacted arguments when switched on), and the
 //! line is written once: when the call ends (its recorder calls
 //! [`Call::end`] with the answer, whose result is read only when results
 //! are switched on), or when it fails before it was forwarded
@@ -17,7 +18,7 @@ use std::time::Instant;
 use junction_catalog::ExposedTool;
 use junction_config::Config;
 use junction_protocol::jsonrpc::{Id, RawParams};
-use junction_telemetry::audit::{self as lines, AuditLine, AuditLog, JsonRpcId};
+use junction_telemetry::audit::{self as lines, AuditLine, AuditLog, JsonRpcId, Subject};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -34,15 +35,34 @@ pub struct Call {
     route: String,
     principal: Option<String>,
     client: Option<IpAddr>,
-    tool: String,
+    kind: Kind,
+    /// What the client named (tool, prompt, URI) and the upstream's name of it.
+    name: String,
     upstream: String,
-    upstream_tool: String,
+    upstream_name: String,
     /// Redacted, when the line carries them (`null` when the call had none).
     arguments: Option<Value>,
     /// Whether the line carries the result.
     results: bool,
     started: Instant,
     written: AtomicBool,
+}
+
+/// What an audited call is: its method.
+#[derive(Clone, Copy)]
+pub enum Kind {
+    Tool,
+    Prompt,
+    Resource,
+}
+
+/// What an audited call named: its kind, the name the client used (the
+/// exposed tool or prompt, the URI), its upstream and the upstream's name.
+struct Named<'a> {
+    kind: Kind,
+    name: &'a str,
+    upstream: &'a str,
+    upstream_name: &'a str,
 }
 
 /// The audit of a call of `tool` that is about to be forwarded with
@@ -61,10 +81,45 @@ pub fn start(
         log,
         cx,
         id,
-        tool,
+        tool_named(tool),
         params.get("arguments").map(|a| &**a),
         started,
     )
+}
+
+/// The audit of a `prompts/get` (`Kind::Prompt`, with its `arguments`) or
+/// `resources/read` (`Kind::Resource`) about to be forwarded, or `None`
+/// while auditing is off.
+#[inline]
+pub fn start_named(
+    cx: &Cx<'_>,
+    id: &Id,
+    kind: Kind,
+    (name, upstream, upstream_name): (&str, &str, &str),
+    params: &RawParams<'_>,
+    started: Instant,
+) -> Option<Arc<Call>> {
+    let log = lines::audit_log()?;
+    let named = Named {
+        kind,
+        name,
+        upstream,
+        upstream_name,
+    };
+    let arguments = match kind {
+        Kind::Prompt => params.get("arguments").map(|a| &**a),
+        Kind::Tool | Kind::Resource => None,
+    };
+    begin(log, cx, id, named, arguments, started)
+}
+
+fn tool_named(tool: &ExposedTool) -> Named<'_> {
+    Named {
+        kind: Kind::Tool,
+        name: &tool.exposed,
+        upstream: &tool.upstream,
+        upstream_name: &tool.original,
+    }
 }
 
 /// `e`, after writing the line of a `tools/call` it refused (authorization,
@@ -77,10 +132,36 @@ pub fn refused(
     params: Option<&RawParams<'_>>,
     e: GatewayError,
 ) -> GatewayError {
-    if let (Some(log), Some(tool)) = (lines::audit_log(), target.tool()) {
-        let arguments = params.and_then(|p| p.get("arguments")).map(|a| &**a);
+    let Some(log) = lines::audit_log() else {
+        return e;
+    };
+    let named = match target {
+        Target::Tool { .. } => target.tool().map(tool_named),
+        Target::Prompt {
+            upstream,
+            exposed,
+            original,
+        } => Some(Named {
+            kind: Kind::Prompt,
+            name: exposed,
+            upstream,
+            upstream_name: original,
+        }),
+        Target::Resource { upstream, uri, own } => Some(Named {
+            kind: Kind::Resource,
+            name: uri,
+            upstream,
+            upstream_name: own,
+        }),
+        _ => None,
+    };
+    if let Some(named) = named {
+        let arguments = match named.kind {
+            Kind::Resource => None,
+            Kind::Tool | Kind::Prompt => params.and_then(|p| p.get("arguments")).map(|a| &**a),
+        };
         let started = cx.unanswered.unwrap_or_else(Instant::now);
-        if let Some(call) = begin(log, cx, id, tool, arguments, started) {
+        if let Some(call) = begin(log, cx, id, named, arguments, started) {
             call.failed(&e);
         }
     }
@@ -93,7 +174,7 @@ fn begin(
     log: &'static AuditLog,
     cx: &Cx<'_>,
     id: &Id,
-    tool: &ExposedTool,
+    named: Named<'_>,
     arguments: Option<&RawValue>,
     started: Instant,
 ) -> Option<Arc<Call>> {
@@ -101,8 +182,13 @@ fn begin(
     if !config.audit.enabled {
         return None;
     }
-    let includes = config.audit.includes(&cx.route.path, &tool.exposed);
-    let arguments = includes.arguments.then(|| {
+    let includes = match named.kind {
+        Kind::Tool => config.audit.includes(&cx.route.path, named.name),
+        Kind::Prompt | Kind::Resource => config.audit.route_includes(&cx.route.path),
+    };
+    // A resource read has no arguments to carry.
+    let carries_arguments = includes.arguments && !matches!(named.kind, Kind::Resource);
+    let arguments = carries_arguments.then(|| {
         let mut v = arguments
             .and_then(|a| serde_json::from_str(a.get()).ok())
             .unwrap_or(Value::Null);
@@ -116,9 +202,10 @@ fn begin(
         route: cx.route.path.clone(),
         principal: cx.identity.as_ref().map(|p| p.subject.clone()),
         client: cx.client_ip(),
-        tool: tool.exposed.clone(),
-        upstream: tool.upstream.clone(),
-        upstream_tool: tool.original.clone(),
+        kind: named.kind,
+        name: named.name.to_owned(),
+        upstream: named.upstream.to_owned(),
+        upstream_name: named.upstream_name.to_owned(),
         arguments,
         results: includes.results,
         started,
@@ -159,9 +246,21 @@ impl Call {
             route: &self.route,
             principal: self.principal.as_deref(),
             client: self.client,
-            tool: &self.tool,
+            subject: match self.kind {
+                Kind::Tool => Subject::Tool {
+                    name: &self.name,
+                    upstream_name: &self.upstream_name,
+                },
+                Kind::Prompt => Subject::Prompt {
+                    name: &self.name,
+                    upstream_name: &self.upstream_name,
+                },
+                Kind::Resource => Subject::Resource {
+                    uri: &self.name,
+                    upstream_uri: &self.upstream_name,
+                },
+            },
             upstream: &self.upstream,
-            upstream_tool: &self.upstream_tool,
             outcome,
             error_code,
             duration: self.started.elapsed(),

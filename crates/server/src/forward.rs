@@ -13,6 +13,7 @@ use junction_protocol::jsonrpc::{Id, RawParams, RpcError};
 use junction_upstream::{UpstreamEvent, UpstreamRequest};
 use serde_json::value::RawValue;
 
+use crate::audit;
 use crate::bridge::{self, Finisher};
 use crate::context::{ClientSide, Cx};
 use crate::envelope;
@@ -254,17 +255,25 @@ pub async fn forward_named(
     client: &ClientSide,
     (method, kind): (&'static str, &str),
     (upstream, target): (&str, &str),
-    params: RawParams<'_>,
+    (params, audit): (RawParams<'_>, Option<Arc<audit::Call>>),
     on_result: Option<fn(Box<RawValue>) -> Box<RawValue>>,
 ) -> Result<Response<Body>, GatewayError> {
     let entry = cx.state.upstreams.get(upstream).ok_or_else(|| {
         GatewayError::InvalidParams(format!("{target:?} belongs to no upstream of this route"))
     })?;
+    let count = crate::record::upstream_count(&cx.state.metrics, upstream, method);
+    let record = match audit.clone() {
+        None => Record::new(count),
+        Some(call) => Record::answered(move |o: &str, answer: Answer<'_>| {
+            count(o);
+            call.end(o, answer);
+        }),
+    };
     let out = Outbound {
         method,
         params,
         param_headers: Vec::new(),
-        record: Record::upstream(&cx.state.metrics, upstream, method),
+        record,
         relay_notifications: false,
         on_result,
         check: None,
@@ -273,7 +282,12 @@ pub async fn forward_named(
         )),
         tasks: Shape::None,
     };
-    forward(cx, id, client, entry, target, out).await
+    let answered = forward(cx, id, client, entry, target, out).await;
+    if let (Some(call), Err(e)) = (&audit, &answered) {
+        // Refused on its way upstream before its recorder counted anything.
+        call.failed(e);
+    }
+    answered
 }
 
 /// The final answer of one request whose notifications nobody needs: the raw

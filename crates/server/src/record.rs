@@ -48,16 +48,7 @@ impl Record {
     /// Counts one request in the upstream's series
     /// (`junction_upstream_requests_total`, and its duration since now).
     pub fn upstream(metrics: &junction_telemetry::Metrics, upstream: &str, method: &str) -> Record {
-        let started = std::time::Instant::now();
-        let (m, u, method) = (metrics.clone(), upstream.to_owned(), method.to_owned());
-        Record::new(move |outcome: &str| {
-            m.upstream_requests_total
-                .with_label_values(&[&u, &method, outcome])
-                .inc();
-            m.upstream_request_duration_seconds
-                .with_label_values(&[&u, &method])
-                .observe(started.elapsed().as_secs_f64());
-        })
+        Record::new(upstream_count(metrics, upstream, method))
     }
 
     /// From now on, dropping it unrecorded counts the call as `cancelled`.
@@ -74,6 +65,25 @@ impl Record {
         if let Some(f) = self.f.take() {
             f(outcome, answer);
         }
+    }
+}
+
+/// What [`Record::upstream`] records, for a recorder that does more with
+/// the outcome (an audit line).
+pub fn upstream_count(
+    metrics: &junction_telemetry::Metrics,
+    upstream: &str,
+    method: &str,
+) -> impl FnOnce(&str) + Send + 'static {
+    let started = std::time::Instant::now();
+    let (m, u, method) = (metrics.clone(), upstream.to_owned(), method.to_owned());
+    move |outcome: &str| {
+        m.upstream_requests_total
+            .with_label_values(&[&u, &method, outcome])
+            .inc();
+        m.upstream_request_duration_seconds
+            .with_label_values(&[&u, &method])
+            .observe(started.elapsed().as_secs_f64());
     }
 }
 

@@ -3,11 +3,14 @@
 //! ordered the same way (config order, then name bytewise); `prompts/get` goes
 //! to the owning upstream with the original name and the arguments byte for byte.
 
+use std::time::Instant;
+
 use http::Response;
 use junction_protocol::jsonrpc::Id;
 
 use super::Request;
 use crate::admit;
+use crate::audit;
 use crate::context::{Cx, Target};
 use crate::error::GatewayError;
 use crate::forward::{self, raw_param};
@@ -31,7 +34,10 @@ pub async fn get(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>,
         ));
     };
     let mut params = r.params.unwrap_or_default();
+    let names = (exposed.as_str(), upstream.as_str(), original.as_str());
+    let audit = audit::start_named(cx, id, audit::Kind::Prompt, names, &params, Instant::now());
     params.insert("name".into(), raw_param(original)?);
     let method = ("prompts/get", "prompt");
-    forward::forward_named(cx, id, &r.client, method, (upstream, exposed), params, None).await
+    let (target, params) = ((upstream.as_str(), exposed.as_str()), (params, audit));
+    forward::forward_named(cx, id, &r.client, method, target, params, None).await
 }

@@ -7,6 +7,8 @@
 //! the upstream the resolve phase found (`views::resource_owner`), with that
 //! upstream's own URI.
 
+use std::time::Instant;
+
 use http::Response;
 use junction_protocol::jsonrpc::Id;
 use junction_protocol::object;
@@ -15,6 +17,7 @@ use serde_json::value::RawValue;
 
 use super::Request;
 use crate::admit;
+use crate::audit;
 use crate::context::{Cx, Target};
 use crate::error::GatewayError;
 use crate::forward::{self, raw_param};
@@ -51,6 +54,15 @@ pub async fn read(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>
         ));
     };
     let mut params = r.params.unwrap_or_default();
+    let names = (uri.as_str(), upstream.as_str(), own.as_str());
+    let audit = audit::start_named(
+        cx,
+        id,
+        audit::Kind::Resource,
+        names,
+        &params,
+        Instant::now(),
+    );
     if own != uri {
         params.insert("uri".into(), raw_param(own)?);
     }
@@ -60,6 +72,7 @@ pub async fn read(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>
         .then_some(with_cache_hints as fn(_) -> _);
     // A requestState envelope stays bound to the URI the client named.
     let method = ("resources/read", "resource");
+    let params = (params, audit);
     forward::forward_named(cx, id, &r.client, method, (upstream, uri), params, hints).await
 }
 

@@ -14,6 +14,49 @@ pub enum JsonRpcId<'a> {
     Str(&'a str),
 }
 
+/// What a line is about: its method (the line's `event`) and the names the
+/// client and the upstream know it by.
+#[derive(Clone, Copy, Debug)]
+pub enum Subject<'a> {
+    /// `tools/call`: the exposed tool and the upstream's own name of it.
+    Tool {
+        name: &'a str,
+        upstream_name: &'a str,
+    },
+    /// `prompts/get`: the exposed prompt and the upstream's own name of it.
+    Prompt {
+        name: &'a str,
+        upstream_name: &'a str,
+    },
+    /// `resources/read`: the URI the client named and the one sent upstream.
+    Resource { uri: &'a str, upstream_uri: &'a str },
+}
+
+impl Subject<'_> {
+    /// The line's `event`, its name's key and its upstream name's key.
+    fn keys(&self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Subject::Tool { .. } => ("tools/call", "tool", "upstream_tool"),
+            Subject::Prompt { .. } => ("prompts/get", "prompt", "upstream_prompt"),
+            Subject::Resource { .. } => ("resources/read", "uri", "upstream_uri"),
+        }
+    }
+
+    fn names(&self) -> (&str, &str) {
+        match *self {
+            Subject::Tool {
+                name,
+                upstream_name,
+            }
+            | Subject::Prompt {
+                name,
+                upstream_name,
+            } => (name, upstream_name),
+            Subject::Resource { uri, upstream_uri } => (uri, upstream_uri),
+        }
+    }
+}
+
 /// One call's line. Optional members are left out when `None`, except
 /// `principal` and `client`, which are `null`.
 #[derive(Debug)]
@@ -26,12 +69,11 @@ pub struct AuditLine<'a> {
     /// The principal's `sub`.
     pub principal: Option<&'a str>,
     pub client: Option<IpAddr>,
-    /// The exposed tool name.
-    pub tool: &'a str,
+    /// The method, and what it named (a tool, a prompt, a resource).
+    pub subject: Subject<'a>,
     pub upstream: &'a str,
-    /// The upstream's own name of the tool.
-    pub upstream_tool: &'a str,
-    /// The `junction_tool_calls_total` outcome label.
+    /// The outcome label of the call's metric (`junction_tool_calls_total`,
+    /// or `junction_upstream_requests_total` for prompts and resources).
     pub outcome: &'a str,
     /// Junction's JSON-RPC code when it refused or failed the call.
     pub error_code: Option<i64>,
@@ -49,9 +91,11 @@ pub struct AuditLine<'a> {
 /// can break a line or forge one.
 pub(super) fn render(l: &AuditLine<'_>, now: SystemTime) -> Vec<u8> {
     let mut out = Vec::with_capacity(384);
+    let (event, name_key, upstream_name_key) = l.subject.keys();
+    let (name, upstream_name) = l.subject.names();
     let _ = write!(
         out,
-        r#"{{"time":"{}","event":"tools/call","request_id":"#,
+        r#"{{"time":"{}","event":"{event}","request_id":"#,
         humantime::format_rfc3339_micros(now)
     );
     json(&mut out, l.request_id);
@@ -74,9 +118,9 @@ pub(super) fn render(l: &AuditLine<'_>, now: SystemTime) -> Vec<u8> {
         None => out.extend_from_slice(br#","client":null"#),
     }
     for (key, value) in [
-        ("tool", l.tool),
+        (name_key, name),
         ("upstream", l.upstream),
-        ("upstream_tool", l.upstream_tool),
+        (upstream_name_key, upstream_name),
         ("outcome", l.outcome),
     ] {
         let _ = write!(out, r#","{key}":"#);
@@ -123,9 +167,11 @@ mod tests {
             route: "/mcp",
             principal: Some("alice\n{\"forged\":1}"),
             client: "198.51.100.7".parse().ok(),
-            tool: "crm__get",
+            subject: Subject::Tool {
+                name: "crm__get",
+                upstream_name: "get",
+            },
             upstream: "crm",
-            upstream_tool: "get",
             outcome: "ok",
             error_code: None,
             duration: Duration::from_micros(1234),
@@ -167,6 +213,42 @@ mod tests {
         for absent in ["error_code", "arguments", "result", "upstream_error"] {
             assert!(v.get(absent).is_none(), "{absent} in {v}");
         }
+    }
+
+    #[test]
+    fn prompts_and_resources_are_named_as_their_method_names_them() {
+        let prompt = AuditLine {
+            subject: Subject::Prompt {
+                name: "crm__greet",
+                upstream_name: "greet",
+            },
+            ..line()
+        };
+        let (bytes, v) = parsed(&prompt);
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(text.contains(r#""event":"prompts/get","#), "{text}");
+        assert_eq!(
+            (&v["prompt"], &v["upstream_prompt"]),
+            (&json!("crm__greet"), &json!("greet"))
+        );
+        assert!(
+            v.get("tool").is_none() && v.get("upstream_tool").is_none(),
+            "{v}"
+        );
+        let resource = AuditLine {
+            subject: Subject::Resource {
+                uri: "crm://a\"b",
+                upstream_uri: "file:///a",
+            },
+            ..line()
+        };
+        let (_, v) = parsed(&resource);
+        assert_eq!(v["event"], "resources/read");
+        assert_eq!(
+            (&v["uri"], &v["upstream_uri"]),
+            (&json!("crm://a\"b"), &json!("file:///a"))
+        );
+        assert!(v.get("tool").is_none(), "{v}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The audit log: one JSON object per line for each `tools/call`, in a
-//! stream of its own (a file, or stderr), for security teams. Off unless
+//! The audit log: one JSON object per line for each `tools/call`,
+//! `prompts/get` and `resources/read`, in a stream of its own (a file, or
+//! stderr), for security teams. Off unless
 //! `audit.enabled`; [`install`]ed once at start.
 //!
 //! A line is rendered by hand on the request's side ([`AuditLine`], with
@@ -26,7 +27,7 @@ use crate::{LogBuffer, LogGuard};
 mod line;
 mod redact;
 
-pub use line::{AuditLine, JsonRpcId};
+pub use line::{AuditLine, JsonRpcId, Subject};
 pub use redact::{redact, redact_result, REDACTED};
 
 /// Where audit lines go, once [`install`]ed.
