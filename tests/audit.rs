@@ -90,11 +90,27 @@ async fn audit_lines(path: &Path, n: usize) -> Vec<Value> {
 
 /// The audit lines (`"event": "tools/call"`) of `text()`, once `n` are there.
 async fn lines_in(text: impl Fn() -> String, n: usize) -> Vec<Value> {
+    lines_where(text, n, |l| l["event"] == "tools/call").await
+}
+
+/// Every audit line of the file (any `event`), once at least `n` are there.
+async fn all_lines(path: &Path, n: usize) -> Vec<Value> {
+    let text = || std::fs::read_to_string(path).unwrap_or_default();
+    lines_where(text, n, |_| true).await
+}
+
+/// The JSON lines of `text()` that `keep` keeps, once `n` are there (or
+/// after 3 s).
+async fn lines_where(
+    text: impl Fn() -> String,
+    n: usize,
+    keep: impl Fn(&Value) -> bool,
+) -> Vec<Value> {
     let read = || -> Vec<Value> {
         text()
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|l| l["event"] == "tools/call")
+            .filter(|l| keep(l))
             .collect()
     };
     for _ in 0..150 {
@@ -406,24 +422,6 @@ async fn sighup_reopens_the_file_after_rotation_and_an_unwritable_file_fails_the
         stderr.contains("opening the audit file /nonexistent-junction-dir/audit.jsonl"),
         "{stderr}"
     );
-}
-
-/// Every audit line of the file (any `event`), once at least `n` are there.
-async fn all_lines(path: &Path, n: usize) -> Vec<Value> {
-    let read = || -> Vec<Value> {
-        std::fs::read_to_string(path)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .collect()
-    };
-    for _ in 0..150 {
-        if read().len() >= n {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    read()
 }
 
 /// A prompt fetched and a resource read are audited like a tool call, each
