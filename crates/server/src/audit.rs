@@ -88,8 +88,8 @@ pub fn start(
 }
 
 /// The audit of a `prompts/get` (`Kind::Prompt`, with its `arguments`) or
-/// `resources/read` (`Kind::Resource`) about to be forwarded, or `None`
-/// while auditing is off.
+/// `resources/read` (`Kind::Resource`, whose line carries none) about to be
+/// forwarded, or `None` while auditing is off.
 #[inline]
 pub fn start_named(
     cx: &Cx<'_>,
@@ -106,10 +106,7 @@ pub fn start_named(
         upstream,
         upstream_name,
     };
-    let arguments = match kind {
-        Kind::Prompt => params.get("arguments").map(|a| &**a),
-        Kind::Tool | Kind::Resource => None,
-    };
+    let arguments = params.get("arguments").map(|a| &**a);
     begin(log, cx, id, named, arguments, started)
 }
 
@@ -122,8 +119,9 @@ fn tool_named(tool: &ExposedTool) -> Named<'_> {
     }
 }
 
-/// `e`, after writing the line of a `tools/call` it refused (authorization,
-/// rate limit), while auditing is on. Its duration runs from the request's
+/// `e`, after writing the line of a `tools/call`, `prompts/get` or
+/// `resources/read` it refused (authorization, rate limit), while auditing
+/// is on. Its duration runs from the request's
 /// arrival.
 pub fn refused(
     cx: &Cx<'_>,
@@ -156,10 +154,7 @@ pub fn refused(
         _ => None,
     };
     if let Some(named) = named {
-        let arguments = match named.kind {
-            Kind::Resource => None,
-            Kind::Tool | Kind::Prompt => params.and_then(|p| p.get("arguments")).map(|a| &**a),
-        };
+        let arguments = params.and_then(|p| p.get("arguments")).map(|a| &**a);
         let started = cx.unanswered.unwrap_or_else(Instant::now);
         if let Some(call) = begin(log, cx, id, named, arguments, started) {
             call.failed(&e);
@@ -186,7 +181,7 @@ fn begin(
         Kind::Tool => config.audit.includes(&cx.route.path, named.name),
         Kind::Prompt | Kind::Resource => config.audit.route_includes(&cx.route.path),
     };
-    // A resource read has no arguments to carry.
+    // A resource read has no arguments to carry (whatever its params hold).
     let carries_arguments = includes.arguments && !matches!(named.kind, Kind::Resource);
     let arguments = carries_arguments.then(|| {
         let mut v = arguments
