@@ -1,7 +1,7 @@
 //! The audit log's hooks into a `tools/call`, `prompts/get` or
 //! `resources/read` (ARCHITECTURE.md, "Audit log"; the line and its writer
 //! are `junction_telemetry::audit`). What a line needs is gathered when the
-//! call is about to be forwarded ([`start`], [`start_named`]: route, caller,
+//! call is about to be forwarded ([`start`], [`start_for`]: route, caller,
 //! what it named, the redacted arguments when switched on), and the
 //! line is written once: when the call ends (its recorder calls
 //! [`Call::end`] with the answer, whose result is read only when results
@@ -18,13 +18,13 @@ use std::time::Instant;
 use junction_catalog::ExposedTool;
 use junction_config::Config;
 use junction_protocol::jsonrpc::{Id, RawParams};
-use junction_telemetry::audit::{self as lines, AuditLine, AuditLog, JsonRpcId, Subject};
+use junction_telemetry::audit::{self as lines, AuditLine, AuditLog, JsonRpcId, Method};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::context::{Cx, Target};
 use crate::error::GatewayError;
-use crate::record::Answer;
+use crate::record::{Answer, Record};
 
 /// One audited call, from the moment it is forwarded to its line.
 pub struct Call {
@@ -35,7 +35,7 @@ pub struct Call {
     route: String,
     principal: Option<String>,
     client: Option<IpAddr>,
-    kind: Kind,
+    method: Method,
     /// What the client named (tool, prompt, URI) and the upstream's name of it.
     name: String,
     upstream: String,
@@ -48,21 +48,48 @@ pub struct Call {
     written: AtomicBool,
 }
 
-/// What an audited call is: its method.
-#[derive(Clone, Copy)]
-pub enum Kind {
-    Tool,
-    Prompt,
-    Resource,
-}
-
-/// What an audited call named: its kind, the name the client used (the
+/// What an audited call named: its method, the name the client used (the
 /// exposed tool or prompt, the URI), its upstream and the upstream's name.
 struct Named<'a> {
-    kind: Kind,
+    method: Method,
     name: &'a str,
     upstream: &'a str,
     upstream_name: &'a str,
+}
+
+impl<'a> Named<'a> {
+    fn tool(tool: &'a ExposedTool) -> Named<'a> {
+        Named {
+            method: Method::ToolsCall,
+            name: &tool.exposed,
+            upstream: &tool.upstream,
+            upstream_name: &tool.original,
+        }
+    }
+
+    /// What `target` names, when its method is audited.
+    fn of(target: &'a Target) -> Option<Named<'a>> {
+        match target {
+            Target::Tool { .. } => target.tool().map(Named::tool),
+            Target::Prompt {
+                upstream,
+                exposed,
+                original,
+            } => Some(Named {
+                method: Method::PromptsGet,
+                name: exposed,
+                upstream,
+                upstream_name: original,
+            }),
+            Target::Resource { upstream, uri, own } => Some(Named {
+                method: Method::ResourcesRead,
+                name: uri,
+                upstream,
+                upstream_name: own,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// The audit of a call of `tool` that is about to be forwarded with
@@ -77,52 +104,40 @@ pub fn start(
     started: Instant,
 ) -> Option<Arc<Call>> {
     let log = lines::audit_log()?;
-    begin(
-        log,
-        cx,
-        id,
-        tool_named(tool),
-        params.get("arguments").map(|a| &**a),
-        started,
-    )
+    let arguments = params.get("arguments").map(|a| &**a);
+    begin(log, cx, id, Named::tool(tool), arguments, started)
 }
 
-/// The audit of a `prompts/get` (`Kind::Prompt`, with its `arguments`) or
-/// `resources/read` (`Kind::Resource`, whose line carries none) about to be
-/// forwarded, or `None` while auditing is off.
+/// The audit of the `prompts/get` or `resources/read` of `target` about to
+/// be forwarded with `params` (as the client sent them), or `None` while
+/// auditing is off.
 #[inline]
-pub fn start_named(
+pub fn start_for(
     cx: &Cx<'_>,
     id: &Id,
-    kind: Kind,
-    (name, upstream, upstream_name): (&str, &str, &str),
+    target: &Target,
     params: &RawParams<'_>,
-    started: Instant,
 ) -> Option<Arc<Call>> {
     let log = lines::audit_log()?;
-    let named = Named {
-        kind,
-        name,
-        upstream,
-        upstream_name,
-    };
     let arguments = params.get("arguments").map(|a| &**a);
-    begin(log, cx, id, named, arguments, started)
+    begin(log, cx, id, Named::of(target)?, arguments, Instant::now())
 }
 
-fn tool_named(tool: &ExposedTool) -> Named<'_> {
-    Named {
-        kind: Kind::Tool,
-        name: &tool.exposed,
-        upstream: &tool.upstream,
-        upstream_name: &tool.original,
+/// The recorder of an upstream call: `count` its metrics, and, when it is
+/// audited, the line written with the answer.
+pub fn recorder(count: impl FnOnce(&str) + Send + 'static, call: Option<Arc<Call>>) -> Record {
+    match call {
+        None => Record::new(count),
+        Some(call) => Record::answered(move |outcome: &str, answer: Answer<'_>| {
+            count(outcome);
+            call.end(outcome, answer);
+        }),
     }
 }
 
 /// `e`, after writing the line of a `tools/call`, `prompts/get` or
 /// `resources/read` it refused (authorization, rate limit), while auditing
-/// is on. Its duration runs from the request's
-/// arrival.
+/// is on. Its duration runs from the request's arrival.
 pub fn refused(
     cx: &Cx<'_>,
     id: &Id,
@@ -130,30 +145,7 @@ pub fn refused(
     params: Option<&RawParams<'_>>,
     e: GatewayError,
 ) -> GatewayError {
-    let Some(log) = lines::audit_log() else {
-        return e;
-    };
-    let named = match target {
-        Target::Tool { .. } => target.tool().map(tool_named),
-        Target::Prompt {
-            upstream,
-            exposed,
-            original,
-        } => Some(Named {
-            kind: Kind::Prompt,
-            name: exposed,
-            upstream,
-            upstream_name: original,
-        }),
-        Target::Resource { upstream, uri, own } => Some(Named {
-            kind: Kind::Resource,
-            name: uri,
-            upstream,
-            upstream_name: own,
-        }),
-        _ => None,
-    };
-    if let Some(named) = named {
+    if let (Some(log), Some(named)) = (lines::audit_log(), Named::of(target)) {
         let arguments = params.and_then(|p| p.get("arguments")).map(|a| &**a);
         let started = cx.unanswered.unwrap_or_else(Instant::now);
         if let Some(call) = begin(log, cx, id, named, arguments, started) {
@@ -177,12 +169,12 @@ fn begin(
     if !config.audit.enabled {
         return None;
     }
-    let includes = match named.kind {
-        Kind::Tool => config.audit.includes(&cx.route.path, named.name),
-        Kind::Prompt | Kind::Resource => config.audit.route_includes(&cx.route.path),
+    let includes = match named.method {
+        Method::ToolsCall => config.audit.includes(&cx.route.path, named.name),
+        Method::PromptsGet | Method::ResourcesRead => config.audit.route_includes(&cx.route.path),
     };
     // A resource read has no arguments to carry (whatever its params hold).
-    let carries_arguments = includes.arguments && !matches!(named.kind, Kind::Resource);
+    let carries_arguments = includes.arguments && named.method != Method::ResourcesRead;
     let arguments = carries_arguments.then(|| {
         let mut v = arguments
             .and_then(|a| serde_json::from_str(a.get()).ok())
@@ -197,7 +189,7 @@ fn begin(
         route: cx.route.path.clone(),
         principal: cx.identity.as_ref().map(|p| p.subject.clone()),
         client: cx.client_ip(),
-        kind: named.kind,
+        method: named.method,
         name: named.name.to_owned(),
         upstream: named.upstream.to_owned(),
         upstream_name: named.upstream_name.to_owned(),
@@ -241,20 +233,9 @@ impl Call {
             route: &self.route,
             principal: self.principal.as_deref(),
             client: self.client,
-            subject: match self.kind {
-                Kind::Tool => Subject::Tool {
-                    name: &self.name,
-                    upstream_name: &self.upstream_name,
-                },
-                Kind::Prompt => Subject::Prompt {
-                    name: &self.name,
-                    upstream_name: &self.upstream_name,
-                },
-                Kind::Resource => Subject::Resource {
-                    uri: &self.name,
-                    upstream_uri: &self.upstream_name,
-                },
-            },
+            method: self.method,
+            name: &self.name,
+            upstream_name: &self.upstream_name,
             upstream: &self.upstream,
             outcome,
             error_code,

@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 
 use crate::audit;
 use crate::bridge::{self, Finisher};
-use crate::context::{ClientSide, Cx};
+use crate::context::{ClientSide, Cx, Target};
 use crate::envelope;
 use crate::error::GatewayError;
 use crate::guardrail::{ResultCheck, Verdict};
@@ -245,30 +245,32 @@ pub fn carry_trace(request: &mut UpstreamRequest<'_>, span: &UpstreamSpan) {
 }
 
 /// `prompts/get` and `resources/read`: `params` (renamed for the upstream)
-/// forwarded to `upstream`, counted in its request series. Progress and log
-/// notifications are not relayed on these methods (yet): the client gets the
-/// final answer. Junction serves both methods, so an upstream that answers
-/// -32601 has no such prompt or resource: the client's unknown-name error.
+/// forwarded to the upstream of `target` (the prompt or resource the resolve
+/// phase found), counted in its request series and, while auditing is on,
+/// written to the audit log. Progress and log notifications are not relayed
+/// on these methods (yet): the client gets the final answer. Junction serves
+/// both methods, so an upstream that answers -32601 has no such prompt or
+/// resource: the client's unknown-name error.
 pub async fn forward_named(
     cx: &Cx<'_>,
     id: &Id,
     client: &ClientSide,
     (method, kind): (&'static str, &str),
-    (upstream, target): (&str, &str),
-    (params, audit): (RawParams<'_>, Option<Arc<audit::Call>>),
+    target: &Target,
+    params: RawParams<'_>,
     on_result: Option<fn(Box<RawValue>) -> Box<RawValue>>,
 ) -> Result<Response<Body>, GatewayError> {
-    let entry = cx.state.upstreams.get(upstream).ok_or_else(|| {
-        GatewayError::InvalidParams(format!("{target:?} belongs to no upstream of this route"))
-    })?;
-    let count = crate::record::upstream_count(&cx.state.metrics, upstream, method);
-    let record = match audit.clone() {
-        None => Record::new(count),
-        Some(call) => Record::answered(move |o: &str, answer: Answer<'_>| {
-            count(o);
-            call.end(o, answer);
-        }),
+    let Some((upstream, name)) = target.routed() else {
+        return Err(GatewayError::InvalidParams(format!(
+            "{method} names no {kind}"
+        )));
     };
+    let entry = cx.state.upstreams.get(upstream).ok_or_else(|| {
+        GatewayError::InvalidParams(format!("{name:?} belongs to no upstream of this route"))
+    })?;
+    let audit = audit::start_for(cx, id, target, &params);
+    let count = crate::record::upstream_count(&cx.state.metrics, upstream, method);
+    let record = audit::recorder(count, audit.clone());
     let out = Outbound {
         method,
         params,
@@ -278,11 +280,11 @@ pub async fn forward_named(
         on_result,
         check: None,
         unknown_name: Some(format!(
-            "unknown {kind}: {target} (upstream {upstream} serves no {method})"
+            "unknown {kind}: {name} (upstream {upstream} serves no {method})"
         )),
         tasks: Shape::None,
     };
-    let answered = forward(cx, id, client, entry, target, out).await;
+    let answered = forward(cx, id, client, entry, name, out).await;
     if let (Some(call), Err(e)) = (&audit, &answered) {
         // Refused on its way upstream before its recorder counted anything.
         call.failed(e);

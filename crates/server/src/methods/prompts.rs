@@ -3,14 +3,11 @@
 //! ordered the same way (config order, then name bytewise); `prompts/get` goes
 //! to the owning upstream with the original name and the arguments byte for byte.
 
-use std::time::Instant;
-
 use http::Response;
 use junction_protocol::jsonrpc::Id;
 
 use super::Request;
 use crate::admit;
-use crate::audit;
 use crate::context::{Cx, Target};
 use crate::error::GatewayError;
 use crate::forward::{self, raw_param};
@@ -23,21 +20,13 @@ pub async fn list(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>
 }
 
 pub async fn get(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>, GatewayError> {
-    let Target::Prompt {
-        upstream,
-        exposed,
-        original,
-    } = &r.target
-    else {
+    let Target::Prompt { original, .. } = &r.target else {
         return Err(GatewayError::InvalidParams(
             "prompts/get needs params.name".into(),
         ));
     };
     let mut params = r.params.unwrap_or_default();
-    let names = (exposed.as_str(), upstream.as_str(), original.as_str());
-    let audit = audit::start_named(cx, id, audit::Kind::Prompt, names, &params, Instant::now());
     params.insert("name".into(), raw_param(original)?);
     let method = ("prompts/get", "prompt");
-    let (target, params) = ((upstream.as_str(), exposed.as_str()), (params, audit));
-    forward::forward_named(cx, id, &r.client, method, target, params, None).await
+    forward::forward_named(cx, id, &r.client, method, &r.target, params, None).await
 }

@@ -7,8 +7,6 @@
 //! the upstream the resolve phase found (`views::resource_owner`), with that
 //! upstream's own URI.
 
-use std::time::Instant;
-
 use http::Response;
 use junction_protocol::jsonrpc::Id;
 use junction_protocol::object;
@@ -17,7 +15,6 @@ use serde_json::value::RawValue;
 
 use super::Request;
 use crate::admit;
-use crate::audit;
 use crate::context::{Cx, Target};
 use crate::error::GatewayError;
 use crate::forward::{self, raw_param};
@@ -48,21 +45,12 @@ pub async fn templates(
 }
 
 pub async fn read(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>, GatewayError> {
-    let Target::Resource { upstream, uri, own } = &r.target else {
+    let Target::Resource { uri, own, .. } = &r.target else {
         return Err(GatewayError::InvalidParams(
             "resources/read needs params.uri".into(),
         ));
     };
     let mut params = r.params.unwrap_or_default();
-    let names = (uri.as_str(), upstream.as_str(), own.as_str());
-    let audit = audit::start_named(
-        cx,
-        id,
-        audit::Kind::Resource,
-        names,
-        &params,
-        Instant::now(),
-    );
     if own != uri {
         params.insert("uri".into(), raw_param(own)?);
     }
@@ -72,8 +60,7 @@ pub async fn read(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>
         .then_some(with_cache_hints as fn(_) -> _);
     // A requestState envelope stays bound to the URI the client named.
     let method = ("resources/read", "resource");
-    let params = (params, audit);
-    forward::forward_named(cx, id, &r.client, method, (upstream, uri), params, hints).await
+    forward::forward_named(cx, id, &r.client, method, &r.target, params, hints).await
 }
 
 #[derive(Deserialize)]

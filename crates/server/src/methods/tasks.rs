@@ -85,12 +85,13 @@ pub async fn get(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>,
     };
     // A modern client reads a finished task's result here.
     let mut out = out;
-    if let Some(result) = out.remove("result") {
-        let result = match result_check(cx, task).await {
-            Some(check) => guarded(&check, result).await?,
-            None => result,
-        };
-        out.insert("result".into(), result);
+    let check = if out.contains_key("result") {
+        result_check(cx, task).await
+    } else {
+        None
+    };
+    if let (Some(check), Some(result)) = (check, out.get_mut("result")) {
+        *result = guarded(&check, std::mem::take(result)).await?;
     }
     reply(id, &Value::Object(out))
 }

@@ -22,7 +22,6 @@ use crate::context::{param_str, ClientSide, Cx, Target};
 use crate::error::GatewayError;
 use crate::forward::{self, Outbound};
 use crate::guardrail::{self, Verdict};
-use crate::record::{Answer, Record};
 use crate::resolve::object_or_absent;
 use crate::response::Body;
 use crate::state::UpstreamEntry;
@@ -153,12 +152,11 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>
             }
         }
     };
-    let checks_results = guarded.as_ref().is_some_and(|(g, _)| g.checks_results());
     // The result phase, for the driver (a streamed answer) and for a whole
     // JSON answer below.
     let check = guarded
         .as_ref()
-        .filter(|_| checks_results)
+        .filter(|(g, _)| g.checks_results())
         .map(|(g, call)| Arc::new(guardrail::ResultCheck::new(g, call)));
     let param_headers = if upstream.is_http {
         xmcp::extract(&tool.header_params, arguments.as_ref())
@@ -182,13 +180,7 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>
                 record_call(&m, (&ok, &tools_ok), &t.upstream, &t.exposed, o, started);
             }
         };
-        match audit.clone() {
-            None => Record::new(count),
-            Some(call) => Record::answered(move |o: &str, answer: Answer<'_>| {
-                count(o);
-                call.end(o, answer);
-            }),
-        }
+        audit::recorder(count, audit.clone())
     };
     // The upstream knows the tool by its original name: `name` is there (the
     // target was resolved from it), replaced in place, its key kept.
@@ -203,7 +195,7 @@ pub async fn call(cx: &Cx<'_>, id: &Id, r: Request<'_>) -> Result<Response<Body>
         // A result the guardrail checks arrives whole, not as a stream,
         // unless the client must be asked something on one: then the driver
         // checks it before writing it there.
-        relay_notifications: !checks_results,
+        relay_notifications: check.is_none(),
         on_result: None,
         check: check.clone(),
         unknown_name: None,

@@ -14,45 +14,25 @@ pub enum JsonRpcId<'a> {
     Str(&'a str),
 }
 
-/// What a line is about: its method (the line's `event`) and the names the
-/// client and the upstream know it by.
-#[derive(Clone, Copy, Debug)]
-pub enum Subject<'a> {
+/// What a line is about: its method (the line's `event`), which also names
+/// the keys of the two names a line carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
     /// `tools/call`: the exposed tool and the upstream's own name of it.
-    Tool {
-        name: &'a str,
-        upstream_name: &'a str,
-    },
+    ToolsCall,
     /// `prompts/get`: the exposed prompt and the upstream's own name of it.
-    Prompt {
-        name: &'a str,
-        upstream_name: &'a str,
-    },
+    PromptsGet,
     /// `resources/read`: the URI the client named and the one sent upstream.
-    Resource { uri: &'a str, upstream_uri: &'a str },
+    ResourcesRead,
 }
 
-impl Subject<'_> {
+impl Method {
     /// The line's `event`, its name's key and its upstream name's key.
-    fn keys(&self) -> (&'static str, &'static str, &'static str) {
+    fn keys(self) -> (&'static str, &'static str, &'static str) {
         match self {
-            Subject::Tool { .. } => ("tools/call", "tool", "upstream_tool"),
-            Subject::Prompt { .. } => ("prompts/get", "prompt", "upstream_prompt"),
-            Subject::Resource { .. } => ("resources/read", "uri", "upstream_uri"),
-        }
-    }
-
-    fn names(&self) -> (&str, &str) {
-        match *self {
-            Subject::Tool {
-                name,
-                upstream_name,
-            }
-            | Subject::Prompt {
-                name,
-                upstream_name,
-            } => (name, upstream_name),
-            Subject::Resource { uri, upstream_uri } => (uri, upstream_uri),
+            Method::ToolsCall => ("tools/call", "tool", "upstream_tool"),
+            Method::PromptsGet => ("prompts/get", "prompt", "upstream_prompt"),
+            Method::ResourcesRead => ("resources/read", "uri", "upstream_uri"),
         }
     }
 }
@@ -69,9 +49,14 @@ pub struct AuditLine<'a> {
     /// The principal's `sub`.
     pub principal: Option<&'a str>,
     pub client: Option<IpAddr>,
-    /// The method, and what it named (a tool, a prompt, a resource).
-    pub subject: Subject<'a>,
+    /// The method (the line's `event`), which says what `name` and
+    /// `upstream_name` are.
+    pub method: Method,
+    /// What the client named: the exposed tool or prompt, the URI.
+    pub name: &'a str,
     pub upstream: &'a str,
+    /// The upstream's own name of it.
+    pub upstream_name: &'a str,
     /// The outcome label of the call's metric (`junction_tool_calls_total`,
     /// or `junction_upstream_requests_total` for prompts and resources).
     pub outcome: &'a str,
@@ -91,8 +76,7 @@ pub struct AuditLine<'a> {
 /// can break a line or forge one.
 pub(super) fn render(l: &AuditLine<'_>, now: SystemTime) -> Vec<u8> {
     let mut out = Vec::with_capacity(384);
-    let (event, name_key, upstream_name_key) = l.subject.keys();
-    let (name, upstream_name) = l.subject.names();
+    let (event, name_key, upstream_name_key) = l.method.keys();
     let _ = write!(
         out,
         r#"{{"time":"{}","event":"{event}","request_id":"#,
@@ -118,9 +102,9 @@ pub(super) fn render(l: &AuditLine<'_>, now: SystemTime) -> Vec<u8> {
         None => out.extend_from_slice(br#","client":null"#),
     }
     for (key, value) in [
-        (name_key, name),
+        (name_key, l.name),
         ("upstream", l.upstream),
-        (upstream_name_key, upstream_name),
+        (upstream_name_key, l.upstream_name),
         ("outcome", l.outcome),
     ] {
         let _ = write!(out, r#","{key}":"#);
@@ -167,11 +151,10 @@ mod tests {
             route: "/mcp",
             principal: Some("alice\n{\"forged\":1}"),
             client: "198.51.100.7".parse().ok(),
-            subject: Subject::Tool {
-                name: "crm__get",
-                upstream_name: "get",
-            },
+            method: Method::ToolsCall,
+            name: "crm__get",
             upstream: "crm",
+            upstream_name: "get",
             outcome: "ok",
             error_code: None,
             duration: Duration::from_micros(1234),
@@ -218,10 +201,9 @@ mod tests {
     #[test]
     fn prompts_and_resources_are_named_as_their_method_names_them() {
         let prompt = AuditLine {
-            subject: Subject::Prompt {
-                name: "crm__greet",
-                upstream_name: "greet",
-            },
+            method: Method::PromptsGet,
+            name: "crm__greet",
+            upstream_name: "greet",
             ..line()
         };
         let (bytes, v) = parsed(&prompt);
@@ -236,10 +218,9 @@ mod tests {
             "{v}"
         );
         let resource = AuditLine {
-            subject: Subject::Resource {
-                uri: "crm://a\"b",
-                upstream_uri: "file:///a",
-            },
+            method: Method::ResourcesRead,
+            name: "crm://a\"b",
+            upstream_name: "file:///a",
             ..line()
         };
         let (_, v) = parsed(&resource);

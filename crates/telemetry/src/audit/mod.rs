@@ -27,7 +27,7 @@ use crate::{LogBuffer, LogGuard};
 mod line;
 mod redact;
 
-pub use line::{AuditLine, JsonRpcId, Subject};
+pub use line::{AuditLine, JsonRpcId, Method};
 pub use redact::{redact, redact_result, REDACTED};
 
 /// Where audit lines go, once [`install`]ed.
