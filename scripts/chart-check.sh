@@ -159,6 +159,23 @@ def secret_ref(env, name):
     return None
 
 
+def requirepass_problem(args):
+    """Why Redis's `args` do not ask for the password from $(REDIS_PASSWORD), or None."""
+    i = args.index("--requirepass") if "--requirepass" in args else -1
+    if i < 0 or args[i + 1:i + 2] != ["$(REDIS_PASSWORD)"]:
+        return f"Redis args must hold --requirepass $(REDIS_PASSWORD), got {args}"
+    return None
+
+
+def password_leaks(objs, secret, key):
+    """Where else the password in `secret` (a Secret object) under `key` shows,
+    encoded or not: the other objects' kind and name."""
+    encoded = (secret.get("data") or {}).get(key, "")
+    plain = base64.b64decode(encoded).decode()
+    return [f"{o['kind']} {o['metadata']['name']}" for o in objs
+            if o is not secret and (plain in json.dumps(o) or encoded in json.dumps(o))]
+
+
 def redis_problems(objs, gateway, env, gw_svc, gw_pod_labels, everything):
     """How the gateway reaches a Redis for shared rate limits and the fleet bus, and
     the chart's own Redis (redis.deploy.enabled): hardened, selected apart from the
@@ -237,9 +254,8 @@ def redis_problems(objs, gateway, env, gw_svc, gw_pod_labels, everything):
     if "--requirepass" in args or pw_redis is not None or pw_gw is not None:
         # With a password (redis.deploy.auth): Redis and Junction read it from one
         # Secret, and Junction's URLs carry it only once Kubernetes has expanded them.
-        i = args.index("--requirepass") if "--requirepass" in args else -1
-        if i < 0 or args[i + 1:i + 2] != ["$(REDIS_PASSWORD)"]:
-            problems.append(f"Redis args must hold --requirepass $(REDIS_PASSWORD), got {args}")
+        if requirepass_problem(args):
+            problems.append(requirepass_problem(args))
         if "--protected-mode" in args:
             problems.append("Redis with a password needs no --protected-mode")
         if not pw_redis:
@@ -264,8 +280,7 @@ def redis_problems(objs, gateway, env, gw_svc, gw_pod_labels, everything):
                 pw = (same[0].get("data") or {}).get(key) if len(same) == 1 else None
                 if len(same) != 1 or key != "redis-password" or not pw:
                     problems.append(f"want one Secret {secret} with a redis-password, got {len(same)} (key {key})")
-                elif any(pw in json.dumps(o) or base64.b64decode(pw).decode() in json.dumps(o)
-                         for o in everything if o is not same[0]):
+                elif password_leaks(everything, same[0], key):
                     problems.append(f"the password of Secret {secret} shows outside it")
             elif same or chart_secrets:
                 problems.append(f"with auth.existingSecret {secret} the chart makes no Secret, got {[o['metadata']['name'] for o in same + chart_secrets]}")
@@ -303,9 +318,8 @@ def redis_auth(rendered, want, secret=None, key=None):
         if secrets:
             problems.append(f"renders Secret(s) {[o['metadata']['name'] for o in secrets]}")
     else:
-        i = args.index("--requirepass") if "--requirepass" in args else -1
-        if i < 0 or args[i + 1:i + 2] != ["$(REDIS_PASSWORD)"]:
-            problems.append(f"Redis runs without --requirepass $(REDIS_PASSWORD): {args}")
+        if requirepass_problem(args):
+            problems.append(requirepass_problem(args))
         for who, c in (("Redis", rc), ("Junction", gc)):
             got = secret_ref(c.get("env") or [], "REDIS_PASSWORD")
             if got != (secret, key):
@@ -326,18 +340,10 @@ def password_hidden(rendered, secret, key):
     (gateway.yaml), not in a pod spec, encoded or not."""
     objs = docs(rendered)
     made = [o for o in objs if o["kind"] == "Secret" and o["metadata"]["name"] == secret]
-    encoded = (made[0].get("data") or {}).get(key, "") if len(made) == 1 else ""
-    if not encoded:
+    if len(made) != 1 or not (made[0].get("data") or {}).get(key):
         print(f"no Secret {secret} with a {key}")
         return 1
-    plain = base64.b64decode(encoded).decode()
-    problems = []
-    for o in objs:
-        if o is made[0]:
-            continue
-        text = json.dumps(o)
-        if plain in text or encoded in text:
-            problems.append(f"the password is in {o['kind']} {o['metadata']['name']}")
+    problems = [f"the password is in {where}" for where in password_leaks(objs, made[0], key)]
     if not any(o["kind"] == "ConfigMap" and "gateway.yaml" in o.get("data", {}) for o in objs):
         problems.append("no ConfigMap with gateway.yaml to look in")
     print("\n".join(problems))
@@ -813,12 +819,15 @@ check "TOKIO_WORKER_THREADS in env is the pod's only one" \
 refuse "a negative thread count (schema)" "threads" --set threads=-1
 
 # --- what NOTES.txt tells a multi-replica install ------------------------------------
-notes() {
-  "$helm" install --dry-run=client "$release" "$chart" --namespace "$namespace" "$@" 2>&1 |
-    sed -n '/^NOTES:/,$p'
+# dry_install ARGS...: what `helm install --dry-run=client` prints (manifests, then NOTES).
+dry_install() {
+  "$helm" install --dry-run=client "$release" "$chart" --namespace "$namespace" "$@" 2>&1
 }
-fleet_install="$("$helm" install --dry-run=client "$release" "$chart" --namespace "$namespace" \
-  -f "$chart/ci/fleet-values.yaml" 2>&1)"
+# notes ARGS...: the NOTES of such an install.
+notes() {
+  dry_install "$@" | sed -n '/^NOTES:/,$p'
+}
+fleet_install="$(dry_install -f "$chart/ci/fleet-values.yaml")"
 fleet_notes="$(sed -n '/^NOTES:/,$p' <<<"$fleet_install")"
 # The password the chart generated in this very install, which NOTES must not show.
 fleet_password="$(sed -n 's/^  redis-password: "\(.*\)"$/\1/p' <<<"$fleet_install" | base64 -d)"
